@@ -1,0 +1,26 @@
+package ratelimit
+
+// fixedWindowAt: at most L units per window [k·W, (k+1)·W). State T = window
+// index k, N = units admitted in it. Admits when count + n ≤ L.
+func fixedWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
+	l, w := p.max, p.window
+	idx := now / w
+	count := int64(0)
+	if s.Set && s.T == idx {
+		count = s.N
+	}
+	end := (idx+1)*w - now
+	d := Decision{Limit: l}
+	if count+n <= l {
+		count += n
+		d.Allowed = true
+		s = State{Set: true, N: count, T: idx}
+	} else {
+		d.RetryAfter = micros(end)
+	}
+	d.Remaining = l - count
+	if count > 0 {
+		d.Reset = micros(end)
+	}
+	return s, d
+}

@@ -1,0 +1,293 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Algorithm names one of the six rate-limiting algorithms. The string values
+// are the ones used in configuration files.
+type Algorithm string
+
+// The algorithms sluice implements. See the package documentation and
+// docs/algorithms.md for the rule each one follows.
+const (
+	TokenBucket   Algorithm = "token_bucket"
+	LeakyBucket   Algorithm = "leaky_bucket"
+	FixedWindow   Algorithm = "fixed_window"
+	SlidingLog    Algorithm = "sliding_log"
+	SlidingWindow Algorithm = "sliding_window"
+	GCRA          Algorithm = "gcra"
+)
+
+// Algorithms lists every algorithm in a stable order.
+var Algorithms = []Algorithm{TokenBucket, LeakyBucket, FixedWindow, SlidingLog, SlidingWindow, GCRA}
+
+// Mode is the leaky bucket's behaviour when a request fits: police admits it
+// at once, shape holds it until its turn so the output rate is even.
+type Mode string
+
+// Leaky bucket modes.
+const (
+	Police Mode = "police"
+	Shape  Mode = "shape"
+)
+
+// Bounds on policy parameters. They keep every quantity an algorithm computes
+// an integer below 2^53, so it is exact both in Go's int64 and in the double
+// precision numbers of Redis' Lua.
+const (
+	// MaxAmount is the largest capacity, limit, burst or cost: 2^53.
+	MaxAmount = 1 << 53
+	// MinRate is the smallest rate: one unit per 10^6 seconds (about 11.6 days).
+	MinRate = 1e-6
+	// MaxRate is the largest rate: 10^6 per second, one unit per microsecond.
+	MaxRate = 1e6
+	// MaxWindow is the longest window or max_delay: 366 days.
+	MaxWindow = 366 * 24 * time.Hour
+	// maxMicros saturates computed durations (about 285 years).
+	maxMicros = 1 << 53
+)
+
+// ErrInvalidPolicy is wrapped by every error NewPolicy returns.
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// ErrInvalidCost is returned by a Store or Limiter for a cost below 1 or above
+// the policy's limit: such a request could never be admitted.
+var ErrInvalidCost = errors.New("invalid cost")
+
+// PolicyConfig describes a policy before validation. Which fields matter
+// depends on Algorithm:
+//
+//	token_bucket    Capacity, Rate
+//	leaky_bucket    Capacity, Rate, Mode (default police), MaxDelay (shape only; zero means no bound)
+//	fixed_window    Limit, Window
+//	sliding_log     Limit, Window
+//	sliding_window  Limit, Window
+//	gcra            Burst, Rate
+//
+// Fields that do not apply to the algorithm must be zero.
+type PolicyConfig struct {
+	// Name identifies the policy in headers, metrics and state keys. It may be empty
+	// for library use.
+	Name      string
+	Algorithm Algorithm
+	// Capacity is the bucket size for token_bucket and leaky_bucket: 1..2^53.
+	Capacity int64
+	// Limit is the number of units per Window for the window algorithms: 1..2^53.
+	Limit int64
+	// Burst is gcra's burst: 1..2^53.
+	Burst int64
+	// Rate is in units per second for token_bucket (refill), leaky_bucket (leak)
+	// and gcra: MinRate..MaxRate. It is rounded to a whole number of microseconds
+	// per unit (1e6/Rate), which is exact for every rate that divides 10^6 and
+	// otherwise off by less than one part in 10^6/Rate.
+	Rate float64
+	// Window is the window length of the window algorithms, at least 1µs and a
+	// whole number of microseconds.
+	Window time.Duration
+	// Mode is leaky_bucket's mode; empty means Police.
+	Mode Mode
+	// MaxDelay bounds how long shape mode holds a request; zero means no bound
+	// beyond the capacity.
+	MaxDelay time.Duration
+}
+
+// Policy is a validated, immutable rate-limit policy. It is safe for
+// concurrent use. Create one with NewPolicy.
+type Policy struct {
+	cfg      PolicyConfig
+	max      int64 // capacity, limit or burst
+	interval int64 // microseconds per unit (bucket algorithms, gcra)
+	window   int64 // microseconds (window algorithms)
+	maxDelay int64 // microseconds, shape mode; 0 = unbounded
+}
+
+// NewPolicy validates c and returns the policy. Every problem found is
+// reported, joined, each wrapping ErrInvalidPolicy.
+func NewPolicy(c PolicyConfig) (*Policy, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidPolicy}, args...)...))
+	}
+	amount := func(field string, v int64) {
+		switch {
+		case v < 1:
+			bad("%s must be at least 1, got %d", field, v)
+		case v > MaxAmount:
+			bad("%s must be at most 2^53 (%d), got %d", field, int64(MaxAmount), v)
+		}
+	}
+	unused := func(field string, zero bool) {
+		if !zero {
+			bad("%s does not apply to %s", field, c.Algorithm)
+		}
+	}
+	rate := func() {
+		switch {
+		case math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+			bad("rate must be a finite number, got %v", c.Rate)
+		case c.Rate <= 0:
+			bad("rate must be positive, got %v", c.Rate)
+		case c.Rate < MinRate:
+			bad("rate must be at least %v per second, got %v", MinRate, c.Rate)
+		case c.Rate > MaxRate:
+			bad("rate must be at most %v per second, got %v", MaxRate, c.Rate)
+		}
+	}
+	window := func() {
+		switch {
+		case c.Window <= 0:
+			bad("window must be positive, got %v", c.Window)
+		case c.Window > MaxWindow:
+			bad("window must be at most %v, got %v", MaxWindow, c.Window)
+		case c.Window%time.Microsecond != 0:
+			bad("window must be a whole number of microseconds, got %v", c.Window)
+		}
+	}
+	p := &Policy{cfg: c}
+	bucket := c.Algorithm == TokenBucket || c.Algorithm == LeakyBucket || c.Algorithm == GCRA
+	switch c.Algorithm {
+	case TokenBucket, LeakyBucket:
+		amount("capacity", c.Capacity)
+		unused("limit", c.Limit == 0)
+		unused("burst", c.Burst == 0)
+		p.max = c.Capacity
+	case GCRA:
+		amount("burst", c.Burst)
+		unused("capacity", c.Capacity == 0)
+		unused("limit", c.Limit == 0)
+		p.max = c.Burst
+	case FixedWindow, SlidingLog, SlidingWindow:
+		amount("limit", c.Limit)
+		unused("capacity", c.Capacity == 0)
+		unused("burst", c.Burst == 0)
+		unused("rate", c.Rate == 0)
+		window()
+		p.max = c.Limit
+		p.window = c.Window.Microseconds()
+	case "":
+		bad("algorithm is required (one of %v)", Algorithms)
+	default:
+		bad("unknown algorithm %q (one of %v)", c.Algorithm, Algorithms)
+	}
+	if bucket {
+		rate()
+		unused("window", c.Window == 0)
+		if len(errs) == 0 {
+			p.interval = max(1, int64(math.Round(1e6/c.Rate)))
+		}
+	}
+	if c.Algorithm == LeakyBucket {
+		switch c.Mode {
+		case "":
+			p.cfg.Mode = Police
+		case Police, Shape:
+		default:
+			bad("unknown leaky_bucket mode %q (police or shape)", c.Mode)
+		}
+		switch {
+		case c.MaxDelay < 0:
+			bad("max_delay must not be negative, got %v", c.MaxDelay)
+		case c.MaxDelay > MaxWindow:
+			bad("max_delay must be at most %v, got %v", MaxWindow, c.MaxDelay)
+		case c.MaxDelay != 0 && c.Mode != Shape:
+			bad("max_delay applies only to mode shape")
+		}
+		p.maxDelay = c.MaxDelay.Microseconds()
+	} else {
+		unused("mode", c.Mode == "")
+		unused("max_delay", c.MaxDelay == 0)
+	}
+	// gcra keeps its theoretical arrival time as now + burst·interval; it must
+	// stay an exact integer in Lua's doubles next to a Unix time in µs.
+	if c.Algorithm == GCRA && len(errs) == 0 && p.interval > (1<<52)/p.max {
+		bad("burst %d at rate %v spans more than 2^52µs (about 142 years); lower burst or raise rate", c.Burst, c.Rate)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// MustPolicy is like NewPolicy but panics on an invalid config. It is meant
+// for constants in tests and examples.
+func MustPolicy(c PolicyConfig) *Policy {
+	p, err := NewPolicy(c)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Config returns the configuration the policy was built from, with defaults applied.
+func (p *Policy) Config() PolicyConfig { return p.cfg }
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.cfg.Name }
+
+// Algorithm returns the policy's algorithm.
+func (p *Policy) Algorithm() Algorithm { return p.cfg.Algorithm }
+
+// Mode returns the leaky bucket mode (Police or Shape); empty for other algorithms.
+func (p *Policy) Mode() Mode { return p.cfg.Mode }
+
+// Max returns the policy's limit: capacity, limit or burst, whichever applies.
+func (p *Policy) Max() int64 { return p.max }
+
+// IntervalMicros returns the microseconds per unit of rate (bucket algorithms
+// and gcra) or 0.
+func (p *Policy) IntervalMicros() int64 { return p.interval }
+
+// WindowMicros returns the window in microseconds (window algorithms) or 0.
+func (p *Policy) WindowMicros() int64 { return p.window }
+
+// MaxDelayMicros returns shape mode's max delay in microseconds; 0 means unbounded.
+func (p *Policy) MaxDelayMicros() int64 { return p.maxDelay }
+
+// Period returns the time the policy takes to restore its whole limit: the
+// window for window algorithms, max·interval for the others. It is the `w` of
+// the IETF RateLimit-Policy header.
+func (p *Policy) Period() time.Duration {
+	if p.window > 0 {
+		return time.Duration(p.window) * time.Microsecond
+	}
+	return time.Duration(mulSat(p.max, p.interval)) * time.Microsecond
+}
+
+// CheckCost reports ErrInvalidCost unless 1 ≤ n ≤ Max().
+func (p *Policy) CheckCost(n int64) error {
+	if n < 1 || n > p.max {
+		return fmt.Errorf("%w: cost %d outside 1..%d of policy %q", ErrInvalidCost, n, p.max, p.cfg.Name)
+	}
+	return nil
+}
+
+// String returns a short description such as "token_bucket(capacity=10, rate=1/s)".
+func (p *Policy) String() string {
+	c := p.cfg
+	switch c.Algorithm {
+	case TokenBucket:
+		return fmt.Sprintf("token_bucket(capacity=%d, rate=%v/s)", c.Capacity, c.Rate)
+	case LeakyBucket:
+		if c.Mode == Shape {
+			return fmt.Sprintf("leaky_bucket(capacity=%d, rate=%v/s, mode=shape, max_delay=%v)", c.Capacity, c.Rate, c.MaxDelay)
+		}
+		return fmt.Sprintf("leaky_bucket(capacity=%d, rate=%v/s)", c.Capacity, c.Rate)
+	case GCRA:
+		return fmt.Sprintf("gcra(burst=%d, rate=%v/s)", c.Burst, c.Rate)
+	default:
+		return fmt.Sprintf("%s(limit=%d, window=%v)", c.Algorithm, c.Limit, c.Window)
+	}
+}
+
+// mulSat returns a·b for non-negative a and b, saturated at 2^53. Lua's
+// math.min(2^53, a*b) gives the same result, so both sides agree.
+func mulSat(a, b int64) int64 {
+	if a != 0 && b > maxMicros/a {
+		return maxMicros
+	}
+	return min(a*b, maxMicros)
+}

@@ -1,0 +1,40 @@
+package ratelimit
+
+// slidingLogAt: an exact log. State Log = admitted entries (time, cost) in
+// (now−W, now], oldest first. Admits when the sum of their costs + n ≤ L.
+// Entries are never merged, so two requests in the same microsecond stay two.
+func slidingLogAt(p *Policy, s State, now, n int64) (State, Decision) {
+	l, w := p.max, p.window
+	log := s.Log
+	i := 0
+	for i < len(log) && log[i].At <= now-w {
+		i++
+	}
+	log = log[i:]
+	used := int64(0)
+	for _, e := range log {
+		used += e.N
+	}
+	d := Decision{Limit: l}
+	if used+n <= l {
+		used += n
+		log = append(log, LogEntry{At: now, N: n})
+		d.Allowed = true
+		s = State{Set: true, Log: log}
+	} else {
+		// wait until enough of the oldest entries have left the window
+		need, freed := used+n-l, int64(0)
+		for _, e := range log {
+			freed += e.N
+			if freed >= need {
+				d.RetryAfter = micros(e.At + w - now)
+				break
+			}
+		}
+	}
+	d.Remaining = l - used
+	if len(log) > 0 {
+		d.Reset = micros(log[len(log)-1].At + w - now)
+	}
+	return s, d
+}

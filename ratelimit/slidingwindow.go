@@ -1,0 +1,81 @@
+package ratelimit
+
+import "math"
+
+// slidingWindowAt: the sliding-window counter. State T = current window index
+// k, N = units admitted in window k, Prev = in window k−1. The previous
+// window's count is weighted by the part of it still inside the sliding
+// window: estimate = prev·(W−elapsed)/W + curr. Admits when estimate + n ≤ L.
+//
+// The estimate is a float64 computed in the order the Lua script computes it,
+// so both sides round alike.
+func slidingWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
+	l, w := p.max, p.window
+	idx := now / w
+	curr, prev := int64(0), int64(0)
+	if s.Set {
+		switch s.T {
+		case idx:
+			curr, prev = s.N, s.Prev
+		case idx - 1:
+			prev = s.N
+		}
+	}
+	elapsed := now - idx*w
+	est := weighted(prev, w-elapsed, w) + float64(curr)
+	d := Decision{Limit: l}
+	if est+float64(n) <= float64(l) {
+		curr += n
+		est += float64(n)
+		d.Allowed = true
+		s = State{Set: true, N: curr, Prev: prev, T: idx}
+	} else {
+		d.RetryAfter = micros(slidingRetry(l, w, elapsed, curr, prev, n))
+	}
+	d.Remaining = max(0, l-int64(math.Ceil(est)))
+	switch {
+	case curr > 0:
+		d.Reset = micros(2*w - elapsed)
+	case prev > 0:
+		d.Reset = micros(w - elapsed)
+	}
+	return s, d
+}
+
+// weighted returns count·(part/w) as a float64, the way the Lua script does.
+func weighted(count, part, w int64) float64 {
+	return float64(count) * (float64(part) / float64(w))
+}
+
+// slidingRetry finds the smallest wait after which a request of cost n fits,
+// assuming nothing else is admitted meanwhile. Within the current window the
+// previous window's weight decays; if curr+n alone exceeds L it must wait for
+// the next window, where curr becomes the decaying previous count. The result
+// is verified, and stepped by 1µs, so the float rounding can never make it
+// early.
+func slidingRetry(l, w, elapsed, curr, prev, n int64) int64 {
+	fits := func(e, c, pv int64) bool {
+		return weighted(pv, w-e, w)+float64(c)+float64(n) <= float64(l)
+	}
+	if curr+n <= l && prev > 0 {
+		// need prev·(W−e)/W ≤ L−curr−n  ⇔  e ≥ W − (L−curr−n)·W/prev
+		e := w - int64(math.Floor(float64(l-curr-n)*(float64(w)/float64(prev))))
+		e = max(e, elapsed+1)
+		for e < w && !fits(e, curr, prev) {
+			e++
+		}
+		if e < w {
+			return e - elapsed
+		}
+	}
+	// next window: prev' = curr, curr' = 0
+	if curr == 0 {
+		return w - elapsed
+	}
+	e := w - int64(math.Floor(float64(l-n)*(float64(w)/float64(curr))))
+	e = max(e, 0)
+	for e < w && !fits(e, 0, curr) {
+		e++
+	}
+	return w - elapsed + e
+}
