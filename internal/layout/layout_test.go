@@ -1,0 +1,107 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sluice-gw/sluice"
+
+// allowed maps each package (relative to the module) to the module-internal
+// packages and third-party module prefixes it may import. It is STYLE.md's
+// layout table; change both together.
+var allowed = map[string][]string{
+	"ratelimit":               {},
+	"ratelimit/ratelimittest": {"ratelimit"},
+	"store/memory":            {"ratelimit"},
+	"store/redis":             {"ratelimit", "github.com/redis/rueidis"},
+	"httplimit":               {"ratelimit"},
+	"metrics":                 {"ratelimit", "github.com/prometheus/"},
+	"config":                  {"ratelimit", "github.com/goccy/go-yaml"},
+	"gateway": {"ratelimit", "store/memory", "store/redis", "httplimit", "metrics", "config",
+		"github.com/prometheus/", "github.com/sony/gobreaker"},
+	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory"},
+	"cmd/sluice":         {"internal/cli"},
+	"internal/redistest": {},
+	"internal/layout":    {},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+func TestImportEdges(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	seen := map[string]bool{}
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		seen[rel] = true
+		rules, ok := allowed[rel]
+		if !ok {
+			// Packages outside the table (examples, bench tools) may
+			// import anything but must not be imported by the library.
+			continue
+		}
+		for _, imp := range p.Imports {
+			if isStd(imp) || imp == p.ImportPath {
+				continue
+			}
+			if !permitted(imp, rules) {
+				t.Errorf("%s imports %s, which STYLE.md's layout table does not allow", rel, imp)
+			}
+		}
+	}
+	for _, core := range []string{"ratelimit", "store/memory"} {
+		if !seen[core] {
+			t.Errorf("package %s is missing", core)
+		}
+	}
+}
+
+func permitted(imp string, rules []string) bool {
+	for _, r := range rules {
+		if strings.Contains(r, ".") { // third-party module prefix
+			if strings.HasPrefix(imp, r) {
+				return true
+			}
+			continue
+		}
+		if imp == module+"/"+r {
+			return true
+		}
+	}
+	return false
+}
+
+func isStd(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestGofmt(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gofmt", "-l", root).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gofmt: %v\n%s", err, out)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("gofmt would change:\n%s", s)
+	}
+}
