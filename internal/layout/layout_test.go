@@ -16,14 +16,15 @@ const module = "github.com/sluice-gw/sluice"
 // layout table; change both together.
 var allowed = map[string][]string{
 	"ratelimit":               {},
-	"ratelimit/ratelimittest": {"ratelimit"},
+	"ratelimit/ratelimittest": {"ratelimit", "pgregory.net/rapid"},
 	"store/memory":            {"ratelimit"},
 	"store/redis":             {"ratelimit", "github.com/redis/rueidis"},
+	"store/fallback":          {"ratelimit", "github.com/sony/gobreaker"},
 	"httplimit":               {"ratelimit"},
 	"metrics":                 {"ratelimit", "github.com/prometheus/"},
 	"config":                  {"ratelimit", "github.com/goccy/go-yaml"},
-	"gateway": {"ratelimit", "store/memory", "store/redis", "httplimit", "metrics", "config",
-		"github.com/prometheus/", "github.com/sony/gobreaker"},
+	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "httplimit", "metrics", "config",
+		"github.com/prometheus/"},
 	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory"},
 	"cmd/sluice":         {"internal/cli"},
 	"internal/redistest": {},

@@ -1,0 +1,50 @@
+// Package httplimit is sluice's rate limiting as plain net/http middleware:
+// a [Middleware] wraps any http.Handler, so a Go service can enforce the
+// same limits, with the same keys, headers and 429 answers, as the sluice
+// gateway, without running the gateway.
+//
+// # A short tour
+//
+// A route has one or more [Limit] values. Each applies a
+// [ratelimit.Policy] to a [Key] read from the request:
+//
+//	key, _ := httplimit.ParseKeys([]string{"header:X-User-Id"})
+//	m, err := httplimit.New(httplimit.Options{
+//		Route:  "api",
+//		Store:  store, // memory.New(...) or a Redis store
+//		Limits: []httplimit.Limit{{Policy: perUser, Key: key}},
+//	})
+//	http.Handle("/api/", m.Handler(apiHandler))
+//
+// Key parts are "header:NAME", "query:NAME", "ip", "route", "path" and
+// "const:TEXT"; a list of parts forms one key. Values are trimmed, and an
+// absent or blank value makes the key empty: Limit.OnEmptyKey then denies
+// with 403 (the default), counts the request in one shared anonymous budget,
+// or skips the limit. "ip" believes X-Forwarded-For only from
+// IPResolver.TrustedProxies, reading it from right to left.
+//
+// Which policy applies to a key, first match wins: Options.Override (the
+// gateway's admin API), Limit.Overrides, Limit.Plans, then Limit.Policy. Each
+// (route, limit, policy, key) has its own budget; see [StateKey].
+//
+// All limits of a request are decided by one Store.Evaluate: the request is
+// admitted only if every limit admits, and a denied request consumes from
+// none. Shadow limits are evaluated and reported to Options.Observe but never
+// deny and never show in headers.
+//
+// # Responses
+//
+// Every response that went through a limit carries X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset for the most constrained
+// limit, and the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-10) for every limit, for example
+//
+//	RateLimit-Policy: "per-user";q=10;w=10, "hourly";q=100;w=3600
+//	RateLimit: "per-user";r=7;t=0, "hourly";r=97;t=0
+//
+// A denied request gets 429 with Retry-After and an RFC 9457 problem body
+// ([WriteTooManyRequests]); the wrapped handler is never called. Other
+// errors use [WriteProblem]. A leaky bucket in shape mode holds an admitted
+// request for its delay before calling the handler, and drops it if the
+// client goes away meanwhile.
+package httplimit

@@ -1,0 +1,177 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Header names written on every response that went through a limit (SPEC §4),
+// in canonical form, so that they can be stored in an http.Header directly.
+// HTTP field names are case-insensitive: "X-Ratelimit-Limit" is X-RateLimit-Limit.
+const (
+	HeaderLimit           = "X-Ratelimit-Limit"
+	HeaderRemaining       = "X-Ratelimit-Remaining"
+	HeaderReset           = "X-Ratelimit-Reset"
+	HeaderRateLimit       = "Ratelimit"
+	HeaderRateLimitPolicy = "Ratelimit-Policy"
+)
+
+// outcome is one evaluated limit as the headers see it.
+type outcome struct {
+	policy *ratelimit.Policy
+	d      ratelimit.Decision
+	cost   int64
+	shadow bool
+}
+
+// setRateLimitHeaders writes the X-RateLimit-* trio of the most constrained
+// limit and the IETF RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-
+// ratelimit-headers-10) listing every limit. Shadow limits appear nowhere; if
+// every limit is a shadow, nothing is written. On a denial the trio describes
+// the denying limit with the longest RetryAfter; otherwise the one with the
+// lowest Remaining. The first in limit order wins a tie.
+//
+// All five values are formatted into buf (returned for reuse) and become one
+// string, so the headers cost two allocations whatever the number of limits.
+func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outcome, admitted bool) []byte {
+	pick := -1
+	for i := range evals {
+		e := &evals[i]
+		switch {
+		case e.shadow:
+		case pick < 0:
+			if admitted || !e.d.Allowed {
+				pick = i
+			}
+		case admitted && e.d.Remaining < evals[pick].d.Remaining:
+			pick = i
+		case !admitted && !e.d.Allowed && e.d.RetryAfter > evals[pick].d.RetryAfter:
+			pick = i
+		}
+	}
+	if pick < 0 {
+		return buf
+	}
+	var end [5]int
+	d := evals[pick].d
+	buf = strconv.AppendInt(buf[:0], d.Limit, 10)
+	end[0] = len(buf)
+	buf = strconv.AppendInt(buf, max(0, d.Remaining), 10)
+	end[1] = len(buf)
+	buf = strconv.AppendInt(buf, unixCeil(now.Add(d.Reset)), 10)
+	end[2] = len(buf)
+	sep := false
+	for i := range evals {
+		if e := &evals[i]; !e.shadow {
+			buf = appendPolicyItem(buf, e, sep)
+			sep = true
+		}
+	}
+	end[3] = len(buf)
+	sep = false
+	for i := range evals {
+		if e := &evals[i]; !e.shadow {
+			buf = appendRateLimitItem(buf, e, sep)
+			sep = true
+		}
+	}
+	end[4] = len(buf)
+	all := string(buf)
+	vals := make([]string, 5)
+	start := 0
+	for i, n := range end {
+		vals[i] = all[start:n]
+		start = n
+	}
+	h[HeaderLimit] = vals[0:1:1]
+	h[HeaderRemaining] = vals[1:2:2]
+	h[HeaderReset] = vals[2:3:3]
+	h[HeaderRateLimitPolicy] = vals[3:4:4]
+	h[HeaderRateLimit] = vals[4:5:5]
+	return buf
+}
+
+// appendPolicyItem appends e's RateLimit-Policy item: "name";q=limit;w=seconds.
+func appendPolicyItem(b []byte, e *outcome, sep bool) []byte {
+	if sep {
+		b = append(b, ", "...)
+	}
+	b = appendSFString(b, e.policy.Name())
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, e.policy.Max(), 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, max(1, ceilSeconds(e.policy.Period())), 10)
+}
+
+// appendRateLimitItem appends e's RateLimit item: "name";r=remaining;t=seconds.
+func appendRateLimitItem(b []byte, e *outcome, sep bool) []byte {
+	if sep {
+		b = append(b, ", "...)
+	}
+	b = appendSFString(b, e.policy.Name())
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, max(0, e.d.Remaining), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, ceilSeconds(untilMore(e.policy, e.d, e.cost)), 10)
+}
+
+// untilMore is how long until at least one more unit of quota is available:
+// zero while some is left. It is exact for the bucket algorithms, gcra and
+// fixed_window, and for a denied cost-1 request; otherwise (sliding_log and
+// sliding_window with nothing left) it is an upper bound, the earlier of the
+// denial's RetryAfter and the full Reset, because a Decision does not say
+// when the oldest unit leaves a sliding window.
+func untilMore(p *ratelimit.Policy, d ratelimit.Decision, cost int64) time.Duration {
+	if d.Remaining > 0 {
+		return 0
+	}
+	if !d.Allowed && cost <= 1 {
+		return d.RetryAfter
+	}
+	switch p.Algorithm() {
+	case ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.GCRA:
+		// Reset is when all Max units are back; the first came (Max−1)
+		// intervals earlier.
+		n, iv := p.Max()-1, p.IntervalMicros()
+		if n > 0 && iv > (1<<53)/n {
+			return 0 // beyond any Reset, which saturates at 2^53µs
+		}
+		return max(0, d.Reset-time.Duration(n*iv)*time.Microsecond)
+	case ratelimit.FixedWindow:
+		return d.Reset
+	}
+	if !d.Allowed && d.RetryAfter < d.Reset {
+		return d.RetryAfter
+	}
+	return d.Reset
+}
+
+// appendSFString writes s as an RFC 8941 sf-string. Bytes outside printable
+// ASCII cannot be represented and are written as '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// unixCeil returns t in Unix seconds, rounded up.
+func unixCeil(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}

@@ -1,0 +1,227 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// Source says where a key part's value comes from.
+type Source uint8
+
+// The sources a key part can read.
+const (
+	// SourceHeader is the first value of a request header, "header:NAME".
+	SourceHeader Source = iota + 1
+	// SourceQuery is the first value of a query parameter, "query:NAME".
+	SourceQuery
+	// SourceIP is the client IP address as an [IPResolver] finds it, "ip".
+	SourceIP
+	// SourceRoute is the route id ([Options].Route), "route".
+	SourceRoute
+	// SourcePath is the request's URL path, byte for byte, "path".
+	SourcePath
+	// SourceConst is a fixed text, "const:TEXT": one budget shared by every request.
+	SourceConst
+)
+
+// KeyPart is one element of a rate-limit key: where its value comes from and,
+// for header, query and const parts, the name or text. Create one with
+// [ParseKey]. The zero value is invalid.
+type KeyPart struct {
+	Source Source
+	// Name is the canonical header name, the query parameter name or the
+	// constant text; empty for ip, route and path.
+	Name string
+}
+
+// Key is a rate-limit key: the values of its parts together name one budget.
+// A Key with several parts is a list key; it is empty when any part is.
+type Key []KeyPart
+
+// ErrInvalidKey is wrapped by every error ParseKey and ParseKeys return.
+var ErrInvalidKey = errors.New("invalid key")
+
+// ParseKey parses one key part written as in the configuration:
+// "header:NAME", "query:NAME", "ip", "route", "path" or "const:TEXT". NAME and
+// TEXT are trimmed and must not be empty; a header NAME must be a valid header
+// field name. Errors wrap [ErrInvalidKey].
+func ParseKey(spec string) (KeyPart, error) {
+	kind, arg, hasArg := strings.Cut(spec, ":")
+	arg = strings.TrimSpace(arg)
+	noArg := func(s Source) (KeyPart, error) {
+		if hasArg {
+			return KeyPart{}, fmt.Errorf("%w: %q takes no argument (want %s)", ErrInvalidKey, spec, kind)
+		}
+		return KeyPart{Source: s}, nil
+	}
+	needArg := func(s Source, what string) (KeyPart, error) {
+		if arg == "" {
+			return KeyPart{}, fmt.Errorf("%w: %q needs a %s (want %s:%s)", ErrInvalidKey, spec, what, kind, strings.ToUpper(what))
+		}
+		return KeyPart{Source: s, Name: arg}, nil
+	}
+	switch kind {
+	case "header":
+		if !validHeaderName(arg) {
+			return KeyPart{}, fmt.Errorf("%w: %q: header name %q is not a valid field name", ErrInvalidKey, spec, arg)
+		}
+		return KeyPart{Source: SourceHeader, Name: textproto.CanonicalMIMEHeaderKey(arg)}, nil
+	case "query":
+		return needArg(SourceQuery, "name")
+	case "const":
+		return needArg(SourceConst, "text")
+	case "ip":
+		return noArg(SourceIP)
+	case "route":
+		return noArg(SourceRoute)
+	case "path":
+		return noArg(SourcePath)
+	}
+	return KeyPart{}, fmt.Errorf("%w: %q (want header:NAME, query:NAME, ip, route, path or const:TEXT)", ErrInvalidKey, spec)
+}
+
+// ParseKeys parses a key given as a list of parts (a single-part key is a
+// list of one). The list must not be empty. Errors wrap [ErrInvalidKey]; every
+// bad part is reported.
+func ParseKeys(specs []string) (Key, error) {
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("%w: no key parts", ErrInvalidKey)
+	}
+	k := make(Key, 0, len(specs))
+	var errs []error
+	for _, s := range specs {
+		p, err := ParseKey(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		k = append(k, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return k, nil
+}
+
+// String returns the part in configuration syntax, such as "header:X-User-Id".
+func (p KeyPart) String() string {
+	switch p.Source {
+	case SourceHeader:
+		return "header:" + p.Name
+	case SourceQuery:
+		return "query:" + p.Name
+	case SourceConst:
+		return "const:" + p.Name
+	case SourceIP:
+		return "ip"
+	case SourceRoute:
+		return "route"
+	case SourcePath:
+		return "path"
+	}
+	return fmt.Sprintf("invalid(%d)", p.Source)
+}
+
+// String returns the key's parts in configuration syntax, comma separated.
+func (k Key) String() string {
+	s := make([]string, len(k))
+	for i, p := range k {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// valid reports whether p could have come from ParseKey.
+func (p KeyPart) valid() bool {
+	switch p.Source {
+	case SourceHeader:
+		return validHeaderName(p.Name)
+	case SourceQuery, SourceConst:
+		return strings.TrimSpace(p.Name) != ""
+	case SourceIP, SourceRoute, SourcePath:
+		return p.Name == ""
+	}
+	return false
+}
+
+// resolver holds what resolving a key part needs beyond the request.
+type resolver struct {
+	route string
+	ip    *IPResolver
+}
+
+// value returns p's trimmed value for r; empty means absent.
+func (rv *resolver) value(p KeyPart, r *http.Request) string {
+	switch p.Source {
+	case SourceHeader:
+		// Direct map access: Name is already canonical, and Header.Get would
+		// canonicalize it again on every request.
+		if v := r.Header[p.Name]; len(v) > 0 {
+			return strings.TrimSpace(v[0])
+		}
+		return ""
+	case SourceQuery:
+		return strings.TrimSpace(queryValue(r.URL.RawQuery, p.Name))
+	case SourceIP:
+		return rv.ip.clientKey(r)
+	case SourceRoute:
+		return rv.route
+	case SourcePath:
+		return strings.TrimSpace(r.URL.Path)
+	case SourceConst:
+		return p.Name
+	}
+	return ""
+}
+
+// queryValue returns the first value of parameter name in a raw query string,
+// as url.Values.Get would after url.ParseQuery, without building the map.
+// Pairs whose escaping is invalid are skipped, as ParseQuery skips them.
+func queryValue(raw, name string) string {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k != name {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			var err error
+			if v, err = url.QueryUnescape(v); err != nil {
+				continue
+			}
+		}
+		return v
+	}
+	return ""
+}
+
+// validHeaderName reports whether s is a non-empty RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

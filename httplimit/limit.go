@@ -1,0 +1,203 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// EmptyKey says what a limit does with a request whose key is empty: an
+// absent header or query parameter, a value that is blank after trimming, or
+// a list key with such a part.
+type EmptyKey uint8
+
+// The on_empty_key modes.
+const (
+	// EmptyKeyDeny answers 403 Forbidden without calling the next handler or
+	// the store. It is the zero value and the default.
+	EmptyKeyDeny EmptyKey = iota
+	// EmptyKeyAnonymous puts every empty-key request into one shared budget
+	// that no real key value can reach ([AnonymousStateKey]).
+	EmptyKeyAnonymous
+	// EmptyKeySkip leaves the limit out for that request.
+	EmptyKeySkip
+)
+
+// ParseEmptyKey parses an on_empty_key value: "deny" (or ""), "anonymous" or "skip".
+func ParseEmptyKey(s string) (EmptyKey, error) {
+	switch s {
+	case "", "deny":
+		return EmptyKeyDeny, nil
+	case "anonymous":
+		return EmptyKeyAnonymous, nil
+	case "skip":
+		return EmptyKeySkip, nil
+	}
+	return 0, fmt.Errorf("unknown on_empty_key %q (deny, anonymous or skip)", s)
+}
+
+// String returns the configuration spelling: "deny", "anonymous" or "skip".
+func (e EmptyKey) String() string {
+	switch e {
+	case EmptyKeyDeny:
+		return "deny"
+	case EmptyKeyAnonymous:
+		return "anonymous"
+	case EmptyKeySkip:
+		return "skip"
+	}
+	return "invalid(" + strconv.Itoa(int(e)) + ")"
+}
+
+// Plans chooses a limit's policy from another request value, such as a
+// subscription tier in a header.
+type Plans struct {
+	// From is where the plan name is read; its value is trimmed.
+	From KeyPart
+	// Policies maps a plan name to its policy. A request whose plan is
+	// missing or not in the map falls through to the limit's Policy.
+	Policies map[string]*ratelimit.Policy
+}
+
+// Limit is one rate limit of a route: a policy applied to a key.
+type Limit struct {
+	// ID names the limit within its route and is part of every state key, so
+	// it must stay the same across restarts and reloads. Empty means the
+	// limit's index in Options.Limits ("0", "1", ...).
+	ID string
+	// Policy is the policy in force when no override or plan applies. Required.
+	Policy *ratelimit.Policy
+	// Key names the budget a request draws on. Required: at least one part.
+	Key Key
+	// Cost is the units one request takes; zero means 1. It must not exceed
+	// the Max of Policy, of any Overrides policy or of any Plans policy.
+	Cost int64
+	// OnEmptyKey says what happens when Key is empty; the zero value denies.
+	OnEmptyKey EmptyKey
+	// Overrides gives fixed key values their own policy. Only a single-part
+	// Key may have overrides; list keys get them through Options.Override.
+	Overrides map[string]*ratelimit.Policy
+	// Plans, if not nil, picks the policy from another request value when no
+	// override applies.
+	Plans *Plans
+	// Shadow makes the limit evaluated, counted and reported to
+	// Options.Observe, but never denying and absent from every header.
+	Shadow bool
+}
+
+// ErrInvalidOptions is wrapped by every error New returns.
+var ErrInvalidOptions = errors.New("invalid httplimit options")
+
+// Options configures a Middleware. Only Store and, for each limit, Policy
+// and Key are required.
+type Options struct {
+	// Route is the route's id. It is part of every state key, so two
+	// Middlewares on one store must use different Routes to keep separate
+	// budgets, and it is the value of a `route` key part (empty makes that
+	// part, and so the key, empty).
+	Route string
+	// Limits are the route's limits. A request is admitted when all admit,
+	// and then every one consumes; a denied request consumes from none.
+	// No limits makes the middleware a pass-through.
+	Limits []Limit
+	// Store decides the limits. Required.
+	Store ratelimit.Store
+	// Clock turns a Decision's Reset into the Unix time of X-RateLimit-Reset.
+	// Nil means the system clock. The store keeps its own clock for decisions.
+	Clock ratelimit.Clock
+	// IP resolves the client address of `ip` key parts. Nil trusts no proxy:
+	// the client is the TCP peer.
+	IP *IPResolver
+	// Override, if not nil, is consulted first for every limit of every
+	// request with the limit's resolved key parts; a non-nil result is the
+	// policy in force (the admin API's per-key overrides). It must be fast
+	// and must not keep key. It is not consulted for anonymous requests, and
+	// a policy whose Max is below the limit's Cost is ignored.
+	Override func(ctx context.Context, route string, key []string) *ratelimit.Policy
+	// OnStoreError decides what a store error does. It returns true to call
+	// the next handler anyway (no rate-limit headers are set), or false after
+	// writing a response. Nil means 503 Service Unavailable with
+	// Retry-After: 1 and a problem body.
+	OnStoreError func(w http.ResponseWriter, r *http.Request, err error) (proceed bool)
+	// Observe, if not nil, is called once per request that went through the
+	// middleware (never when Limits is empty), after the decision (and after a shape-mode hold) and before
+	// the next handler, for metrics and logs. The Event is only valid during
+	// the call.
+	Observe func(r *http.Request, ev *Event)
+}
+
+// Result is one limit's own verdict on one request, as counted in the
+// sluice_decisions_total metric.
+type Result string
+
+// The verdicts of a limit.
+const (
+	// ResultAllowed: the limit would admit the request (even if another
+	// limit denied it).
+	ResultAllowed Result = "allowed"
+	// ResultDenied: a non-shadow limit denied the request.
+	ResultDenied Result = "denied"
+	// ResultShadowDenied: a shadow limit would have denied the request.
+	ResultShadowDenied Result = "shadow_denied"
+)
+
+// Outcome is what the middleware did with a request.
+type Outcome string
+
+// The outcomes of a request.
+const (
+	// OutcomeAdmitted: the next handler was called.
+	OutcomeAdmitted Outcome = "admitted"
+	// OutcomeLimited: 429 Too Many Requests was written.
+	OutcomeLimited Outcome = "limited"
+	// OutcomeForbidden: a limit's key was empty under EmptyKeyDeny; 403 was written.
+	OutcomeForbidden Outcome = "forbidden"
+	// OutcomeStoreError: the store failed; OnStoreError decided what followed.
+	OutcomeStoreError Outcome = "store_error"
+	// OutcomeAbandoned: the client went away while shape mode held the
+	// request; the next handler was not called.
+	OutcomeAbandoned Outcome = "abandoned"
+)
+
+// Verdict is one limit's part in a decision.
+type Verdict struct {
+	// LimitID is the limit's ID.
+	LimitID string
+	// Policy is the policy that was in force: an override's, a plan's or the
+	// limit's own.
+	Policy *ratelimit.Policy
+	// Key holds the resolved key parts, raw (hash them before logging if
+	// they are sensitive); nil when Anonymous.
+	Key []string
+	// Anonymous reports an empty key evaluated under EmptyKeyAnonymous.
+	Anonymous bool
+	// Shadow reports a shadow limit.
+	Shadow bool
+	// Result is the limit's own verdict.
+	Result Result
+	// Decision is the store's decision for this limit.
+	Decision ratelimit.Decision
+}
+
+// Event describes the handling of one request, for Options.Observe.
+type Event struct {
+	// Route is Options.Route.
+	Route string
+	// Outcome is what the middleware did.
+	Outcome Outcome
+	// Verdicts has one entry per evaluated limit, in limit order; skipped
+	// limits have none, and a forbidden request or a store error has none.
+	Verdicts []Verdict
+	// Delay is how long shape mode held the request.
+	Delay time.Duration
+	// Err is the store's error for OutcomeStoreError, else nil.
+	Err error
+	// ForbiddenLimit, for OutcomeForbidden, is the ID of the limit whose key
+	// was empty.
+	ForbiddenLimit string
+}

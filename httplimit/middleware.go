@@ -1,0 +1,401 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Middleware rate-limits an http.Handler: it resolves each limit's key,
+// evaluates all limits in one store call, sets the rate-limit headers and
+// either forwards the request or answers 429 (SPEC §4). Create one with New;
+// it is safe for concurrent use.
+type Middleware struct {
+	route        string
+	limits       []Limit
+	store        ratelimit.Store
+	clock        ratelimit.Clock
+	rv           resolver
+	override     func(ctx context.Context, route string, key []string) *ratelimit.Policy
+	onStoreError func(w http.ResponseWriter, r *http.Request, err error) bool
+	observe      func(r *http.Request, ev *Event)
+	scratch      sync.Pool // *scratch
+}
+
+// scratch is the per-request working memory, pooled so that a request
+// allocates little beyond its state keys.
+type scratch struct {
+	parts    [][]string // resolved key parts per limit
+	anon     []bool     // per limit
+	reqs     []ratelimit.Request
+	out      []ratelimit.Decision
+	limitOf  []int // limit index of each request
+	evals    []outcome
+	verdicts []Verdict
+	violated []string
+	buf      []byte
+	ev       Event
+}
+
+// New validates o and returns the middleware. Every problem is reported,
+// joined, each wrapping ErrInvalidOptions.
+func New(o Options) (*Middleware, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...))
+	}
+	if o.Store == nil {
+		bad("store is required")
+	}
+	if o.IP != nil {
+		for i, p := range o.IP.TrustedProxies {
+			if !p.IsValid() {
+				bad("ip.trusted_proxies[%d]: invalid prefix", i)
+			}
+		}
+		if o.IP.IPv6PrefixLen < 0 || o.IP.IPv6PrefixLen > 128 {
+			bad("ip.ipv6_prefix_len: %d outside 0..128", o.IP.IPv6PrefixLen)
+		}
+	}
+	limits := make([]Limit, len(o.Limits))
+	ids := make(map[string]int, len(o.Limits))
+	for i, l := range o.Limits {
+		if l.ID == "" {
+			l.ID = strconv.Itoa(i)
+		}
+		if j, dup := ids[l.ID]; dup {
+			bad("limits[%d]: id %q already used by limits[%d]", i, l.ID, j)
+		}
+		ids[l.ID] = i
+		for _, msg := range checkLimit(&l) {
+			bad("limits[%d]: %s", i, msg)
+		}
+		limits[i] = l
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	m := &Middleware{
+		route:        o.Route,
+		limits:       limits,
+		store:        o.Store,
+		clock:        o.Clock,
+		rv:           resolver{route: o.Route, ip: o.IP},
+		override:     o.Override,
+		onStoreError: o.OnStoreError,
+		observe:      o.Observe,
+	}
+	if m.clock == nil {
+		m.clock = ratelimit.SystemClock{}
+	}
+	if m.onStoreError == nil {
+		m.onStoreError = defaultOnStoreError
+	}
+	n := len(limits)
+	m.scratch.New = func() any {
+		return &scratch{
+			parts:    make([][]string, n),
+			anon:     make([]bool, n),
+			reqs:     make([]ratelimit.Request, 0, n),
+			out:      make([]ratelimit.Decision, n),
+			limitOf:  make([]int, 0, n),
+			evals:    make([]outcome, 0, n),
+			verdicts: make([]Verdict, 0, n),
+		}
+	}
+	return m, nil
+}
+
+// checkLimit returns what is wrong with l, one message per problem.
+func checkLimit(l *Limit) []string {
+	var msgs []string
+	if l.Policy == nil {
+		msgs = append(msgs, "policy is required")
+	}
+	if len(l.Key) == 0 {
+		msgs = append(msgs, "key is required")
+	}
+	for j, p := range l.Key {
+		if !p.valid() {
+			msgs = append(msgs, fmt.Sprintf("key[%d]: invalid part %s", j, p))
+		}
+	}
+	if l.Cost < 0 {
+		msgs = append(msgs, fmt.Sprintf("cost must be at least 1, got %d", l.Cost))
+	}
+	if l.OnEmptyKey > EmptyKeySkip {
+		msgs = append(msgs, fmt.Sprintf("on_empty_key: %s", l.OnEmptyKey))
+	}
+	cost := max(1, l.Cost)
+	checkPolicy := func(where string, p *ratelimit.Policy) {
+		switch {
+		case p == nil:
+			msgs = append(msgs, where+": policy is nil")
+		case cost > p.Max():
+			msgs = append(msgs, fmt.Sprintf("%s: cost %d above the %d of policy %q", where, cost, p.Max(), p.Name()))
+		}
+	}
+	if l.Policy != nil {
+		checkPolicy("policy", l.Policy)
+	}
+	if len(l.Overrides) > 0 && len(l.Key) != 1 {
+		msgs = append(msgs, fmt.Sprintf("overrides apply only to single-part keys, key has %d parts", len(l.Key)))
+	}
+	for k, p := range l.Overrides {
+		checkPolicy(fmt.Sprintf("overrides[%q]", k), p)
+	}
+	if l.Plans != nil {
+		if !l.Plans.From.valid() {
+			msgs = append(msgs, fmt.Sprintf("plans.from: invalid part %s", l.Plans.From))
+		}
+		for k, p := range l.Plans.Policies {
+			checkPolicy(fmt.Sprintf("plans.policies[%q]", k), p)
+		}
+	}
+	return msgs
+}
+
+func defaultOnStoreError(w http.ResponseWriter, _ *http.Request, _ error) bool {
+	w.Header().Set("Retry-After", "1")
+	WriteProblem(w, http.StatusServiceUnavailable, "Rate limit store unavailable.")
+	return false
+}
+
+// Route returns Options.Route.
+func (m *Middleware) Route() string { return m.route }
+
+// Limits returns a copy of the limits, with every ID filled in.
+func (m *Middleware) Limits() []Limit { return append([]Limit(nil), m.limits...) }
+
+// PolicyFor returns the policy in force for the key value parts on limit i,
+// as far as it does not depend on the request: Options.Override, then the
+// limit's Overrides, then its Policy. Plans are not consulted. It panics if i
+// is out of range.
+func (m *Middleware) PolicyFor(ctx context.Context, i int, parts []string) *ratelimit.Policy {
+	l := &m.limits[i]
+	if p := m.dynamicOverride(ctx, l, parts); p != nil {
+		return p
+	}
+	if len(parts) == 1 {
+		if p := l.Overrides[parts[0]]; p != nil {
+			return p
+		}
+	}
+	return l.Policy
+}
+
+// policyFor is PolicyFor with plans, for a request.
+func (m *Middleware) policyFor(r *http.Request, l *Limit, parts []string, anon bool) *ratelimit.Policy {
+	if !anon {
+		if p := m.dynamicOverride(r.Context(), l, parts); p != nil {
+			return p
+		}
+		if len(l.Overrides) > 0 {
+			if p := l.Overrides[parts[0]]; p != nil {
+				return p
+			}
+		}
+	}
+	if l.Plans != nil {
+		if p := l.Plans.Policies[m.rv.value(l.Plans.From, r)]; p != nil {
+			return p
+		}
+	}
+	return l.Policy
+}
+
+func (m *Middleware) dynamicOverride(ctx context.Context, l *Limit, parts []string) *ratelimit.Policy {
+	if m.override == nil {
+		return nil
+	}
+	p := m.override(ctx, m.route, parts)
+	if p == nil || max(1, l.Cost) > p.Max() {
+		return nil
+	}
+	return p
+}
+
+// Handler returns next wrapped by the middleware. m.Handler is a
+// func(http.Handler) http.Handler, so it plugs into any middleware chain.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *Middleware
+	next http.Handler
+}
+
+// ServeHTTP decides r, then forwards it or answers 403, 429 or 503.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	if len(m.limits) == 0 {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	sc := m.scratch.Get().(*scratch)
+	forward := m.serve(w, r, sc)
+	m.release(sc)
+	if forward {
+		h.next.ServeHTTP(w, r)
+	}
+}
+
+// release clears what sc references and returns it to the pool.
+func (m *Middleware) release(sc *scratch) {
+	clear(sc.reqs)
+	clear(sc.verdicts)
+	for i := range sc.parts {
+		clear(sc.parts[i])
+	}
+	sc.ev = Event{}
+	m.scratch.Put(sc)
+}
+
+// serve does everything up to the next handler and reports whether to call it.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, sc *scratch) bool {
+	sc.reqs, sc.limitOf = sc.reqs[:0], sc.limitOf[:0]
+	sc.ev = Event{Route: m.route}
+	for i := range m.limits {
+		if l := &m.limits[i]; !m.addRequest(r, l, sc, i) {
+			sc.ev.Outcome, sc.ev.ForbiddenLimit = OutcomeForbidden, l.ID
+			m.emit(r, &sc.ev)
+			WriteProblem(w, http.StatusForbidden, "The request has no value for rate-limit key "+l.Key.String()+".")
+			return false
+		}
+	}
+	if len(sc.reqs) == 0 {
+		sc.ev.Outcome = OutcomeAdmitted
+		m.emit(r, &sc.ev)
+		return true
+	}
+	admitted, err := m.store.Evaluate(r.Context(), sc.reqs, sc.out)
+	if err != nil {
+		sc.ev.Outcome, sc.ev.Err = OutcomeStoreError, err
+		m.emit(r, &sc.ev)
+		return m.onStoreError(w, r, err)
+	}
+	retry, delay := m.collect(sc)
+	sc.buf = setRateLimitHeaders(w.Header(), sc.buf, m.clock.Now(), sc.evals, admitted)
+	if !admitted {
+		sc.ev.Outcome = OutcomeLimited
+		m.emit(r, &sc.ev)
+		WriteTooManyRequests(w, retry, sc.violated)
+		return false
+	}
+	sc.ev.Delay = delay
+	if delay > 0 && !hold(r.Context(), delay) {
+		sc.ev.Outcome = OutcomeAbandoned
+		m.emit(r, &sc.ev)
+		return false
+	}
+	sc.ev.Outcome = OutcomeAdmitted
+	m.emit(r, &sc.ev)
+	return true
+}
+
+// addRequest resolves limit i's key and policy and appends its store request
+// to sc.reqs, or nothing if the limit is skipped. It returns false if the key
+// is empty and the limit denies such requests.
+func (m *Middleware) addRequest(r *http.Request, l *Limit, sc *scratch, i int) bool {
+	empty := m.resolve(r, l, sc, i)
+	sc.anon[i] = false
+	if empty {
+		switch l.OnEmptyKey {
+		case EmptyKeySkip:
+			return true
+		case EmptyKeyAnonymous:
+			sc.anon[i] = true
+		default:
+			return false
+		}
+	}
+	p := m.policyFor(r, l, sc.parts[i], sc.anon[i])
+	sc.buf = appendStateKeyPrefix(sc.buf[:0], m.route, l.ID, p.Name())
+	if sc.anon[i] {
+		sc.buf = append(sc.buf, anonymousMarker)
+	} else {
+		for _, v := range sc.parts[i] {
+			sc.buf = appendLenPrefixed(sc.buf, v)
+		}
+	}
+	sc.reqs = append(sc.reqs, ratelimit.Request{Key: string(sc.buf), Policy: p, Cost: l.Cost, Shadow: l.Shadow})
+	sc.limitOf = append(sc.limitOf, i)
+	return true
+}
+
+// resolve writes limit i's key parts into sc.parts[i] and reports whether the
+// key is empty (some part is).
+func (m *Middleware) resolve(r *http.Request, l *Limit, sc *scratch, i int) (empty bool) {
+	parts := sc.parts[i][:0]
+	for _, kp := range l.Key {
+		v := m.rv.value(kp, r)
+		if v == "" {
+			empty = true
+		}
+		parts = append(parts, v)
+	}
+	sc.parts[i] = parts
+	return empty
+}
+
+// collect turns the store's decisions into header inputs, verdicts and the
+// violated policies; it returns the longest RetryAfter among denying limits
+// and the longest shape-mode Delay among non-shadow ones.
+func (m *Middleware) collect(sc *scratch) (retry, delay time.Duration) {
+	sc.evals, sc.verdicts, sc.violated = sc.evals[:0], sc.verdicts[:0], sc.violated[:0]
+	for j := range sc.reqs {
+		i := sc.limitOf[j]
+		l, q, d := &m.limits[i], &sc.reqs[j], sc.out[j]
+		sc.evals = append(sc.evals, outcome{policy: q.Policy, d: d, cost: q.EffectiveCost(), shadow: l.Shadow})
+		v := Verdict{LimitID: l.ID, Policy: q.Policy, Key: sc.parts[i], Anonymous: sc.anon[i], Shadow: l.Shadow, Decision: d}
+		if v.Anonymous {
+			v.Key = nil
+		}
+		switch {
+		case d.Allowed:
+			v.Result = ResultAllowed
+			if !l.Shadow {
+				delay = max(delay, d.Delay)
+			}
+		case l.Shadow:
+			v.Result = ResultShadowDenied
+		default:
+			v.Result = ResultDenied
+			retry = max(retry, d.RetryAfter)
+			if !slices.Contains(sc.violated, q.Policy.Name()) {
+				sc.violated = append(sc.violated, q.Policy.Name())
+			}
+		}
+		sc.verdicts = append(sc.verdicts, v)
+	}
+	sc.ev.Verdicts = sc.verdicts
+	return retry, delay
+}
+
+func (m *Middleware) emit(r *http.Request, ev *Event) {
+	if m.observe != nil {
+		m.observe(r, ev)
+	}
+}
+
+// hold waits d, as shape mode requires before forwarding, and reports
+// whether the wait completed; false means ctx ended first (the client went
+// away).
+func hold(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
