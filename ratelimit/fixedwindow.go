@@ -6,8 +6,10 @@ func fixedWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 	l, w := p.max, p.window
 	idx := now / w
 	count := int64(0)
-	if s.Set && s.T == idx {
-		count = s.N
+	if s.Set && s.T >= idx {
+		// s.T > idx only if the clock went back: keep the newer window
+		// rather than mint a fresh one.
+		idx, count = s.T, s.N
 	}
 	end := (idx+1)*w - now
 	d := Decision{Limit: l}

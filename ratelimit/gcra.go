@@ -20,7 +20,7 @@ func gcraAt(p *Policy, s State, now, n int64) (State, Decision) {
 	} else {
 		d.RetryAfter = micros(newTAT - now - tau)
 	}
-	d.Remaining = (tau - (tat - now)) / iv
+	d.Remaining = max(0, (tau-(tat-now))/iv) // tat-now > tau when the clock went back
 	d.Reset = micros(tat - now)
 	return s, d
 }

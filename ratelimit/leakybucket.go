@@ -20,7 +20,7 @@ func leakyBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
 			last += leaked * iv
 		}
 	}
-	progress := max(0, now-last)
+	progress := now - last // negative when the clock went back: waits lengthen
 	d := Decision{Limit: c}
 	var wait int64 // shape mode: time the units ahead need to leak
 	if level > 0 && p.cfg.Mode == Shape {

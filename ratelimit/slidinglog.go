@@ -18,7 +18,13 @@ func slidingLogAt(p *Policy, s State, now, n int64) (State, Decision) {
 	d := Decision{Limit: l}
 	if used+n <= l {
 		used += n
-		log = append(log, LogEntry{At: now, N: n})
+		// Keep the log ordered even if the clock went back, so that Reset (the
+		// key's TTL) covers every entry.
+		at := now
+		if len(log) > 0 {
+			at = max(at, log[len(log)-1].At)
+		}
+		log = append(log, LogEntry{At: at, N: n})
 		d.Allowed = true
 		s = State{Set: true, Log: log}
 	} else {

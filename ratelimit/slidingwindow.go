@@ -14,14 +14,18 @@ func slidingWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 	idx := now / w
 	curr, prev := int64(0), int64(0)
 	if s.Set {
-		switch s.T {
-		case idx:
-			curr, prev = s.N, s.Prev
-		case idx - 1:
+		switch {
+		case s.T >= idx:
+			// s.T > idx only if the clock went back: keep the newer window.
+			idx, curr, prev = s.T, s.N, s.Prev
+		case s.T == idx-1:
 			prev = s.N
 		}
 	}
-	elapsed := now - idx*w
+	elapsed := max(0, now-idx*w)
+	// lag > 0 only if the clock went back: then nothing changes until the
+	// newer window starts, and reset (the key's TTL) and retry wait for it too.
+	lag := max(0, idx*w-now)
 	est := weighted(prev, w-elapsed, w) + float64(curr)
 	d := Decision{Limit: l}
 	if est+float64(n) <= float64(l) {
@@ -30,14 +34,14 @@ func slidingWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 		d.Allowed = true
 		s = State{Set: true, N: curr, Prev: prev, T: idx}
 	} else {
-		d.RetryAfter = micros(slidingRetry(l, w, elapsed, curr, prev, n))
+		d.RetryAfter = micros(lag + slidingRetry(l, w, elapsed, curr, prev, n))
 	}
 	d.Remaining = max(0, l-int64(math.Ceil(est)))
 	switch {
 	case curr > 0:
-		d.Reset = micros(2*w - elapsed)
+		d.Reset = micros(lag + 2*w - elapsed)
 	case prev > 0:
-		d.Reset = micros(w - elapsed)
+		d.Reset = micros(lag + w - elapsed)
 	}
 	return s, d
 }
@@ -64,6 +68,9 @@ func slidingRetry(l, w, elapsed, curr, prev, n int64) int64 {
 		for e < w && !fits(e, curr, prev) {
 			e++
 		}
+		for e-1 > elapsed && fits(e-1, curr, prev) { // the float formula may overshoot by 1µs
+			e--
+		}
 		if e < w {
 			return e - elapsed
 		}
@@ -76,6 +83,9 @@ func slidingRetry(l, w, elapsed, curr, prev, n int64) int64 {
 	e = max(e, 0)
 	for e < w && !fits(e, 0, curr) {
 		e++
+	}
+	for e > 0 && fits(e-1, 0, curr) {
+		e--
 	}
 	return w - elapsed + e
 }

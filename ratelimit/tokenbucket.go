@@ -18,7 +18,9 @@ func tokenBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
 			last += refill * iv
 		}
 	}
-	progress := max(0, now-last) // towards the next token, < iv unless full
+	// progress towards the next token, < iv unless full; negative when the
+	// clock went back, which lengthens every wait instead of shortening it.
+	progress := now - last
 	d := Decision{Limit: c}
 	if tokens >= n {
 		tokens -= n

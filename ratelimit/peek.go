@@ -1,0 +1,27 @@
+package ratelimit
+
+// PeekAt reports what StepAt would decide for a request of cost n at
+// nowMicros, without making the request: Allowed, RetryAfter and Delay are
+// those the request would get, while Remaining and Reset describe the state
+// as it is now, with nothing consumed. A key never seen therefore shows its
+// full limit and a zero Reset.
+//
+// It is what Store.Peek reports, and what Store.Evaluate reports for a limit
+// that would admit a request another limit denied (Allowed, Remaining
+// unchanged).
+//
+// PeekAt never writes to s, not even to s.Log's spare capacity, so it is safe
+// under a read lock shared with other readers.
+func PeekAt(p *Policy, s State, nowMicros, n int64) Decision {
+	s.Log = s.Log[:len(s.Log):len(s.Log)] // StepAt may append; make that copy
+	_, d := StepAt(p, s, nowMicros, n)
+	if d.Allowed {
+		// A cost above the limit is never admitted, and a denial reports the
+		// state as it is: that is the current Remaining and Reset. It is
+		// 2·max, not max+1: sliding_window compares in float64, where
+		// 2^53+1 rounds to 2^53 and would be admitted.
+		_, cur := StepAt(p, s, nowMicros, 2*p.max)
+		d.Remaining, d.Reset = cur.Remaining, cur.Reset
+	}
+	return d
+}
