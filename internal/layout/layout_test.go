@@ -25,8 +25,9 @@ var allowed = map[string][]string{
 	"config":                  {"ratelimit", "github.com/goccy/go-yaml"},
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "httplimit", "metrics", "config",
 		"github.com/prometheus/"},
-	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory"},
+	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
 	"cmd/sluice":         {"internal/cli"},
+	"simulate":           {"ratelimit", "store/memory", "config", "gonum.org/v1/plot"},
 	"internal/redistest": {},
 	"internal/layout":    {},
 }

@@ -1,0 +1,383 @@
+package config
+
+import (
+	"maps"
+	"net/netip"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Config is a whole sluice configuration file. The comments on its fields
+// and on the types below are the configuration reference: each YAML key is
+// the field's `yaml` tag. Times are Go durations ("50ms", "1h30m"). Any
+// string may use ${NAME} or ${NAME:-default} (see [Parse]).
+//
+// Top-level fields whose names start with "x-" are ignored, so they can
+// hold YAML anchors to reuse (x-limits: &limits [...]).
+//
+// A Config returned by [Load] or [Parse] is valid and has its defaults
+// applied. It is plain data: safe for concurrent reads, and not to be
+// modified once handed to a gateway.
+type Config struct {
+	// Server is the gateway's public listener.
+	Server Server `yaml:"server"`
+	// Admin is the listener for health, metrics, the admin API and the
+	// dashboard (SPEC §6).
+	Admin Admin `yaml:"admin"`
+	// Store is where limit state lives.
+	Store Store `yaml:"store"`
+	// Policies are named, reusable limits, referred to by routes' limits,
+	// overrides and plans. A name is letters, digits, '.', '_' and '-'.
+	Policies map[string]PolicySpec `yaml:"policies"`
+	// Routes are tried in file order; the first whose match holds wins. A
+	// request no route matches gets 404. At least one route is required.
+	Routes []Route `yaml:"routes"`
+
+	policyOrder []string                     // policy names in file order
+	compiled    map[string]*ratelimit.Policy // set by a successful validation
+}
+
+// Server configures the public listener.
+type Server struct {
+	// Listen is the address to serve on, host:port. Default "127.0.0.1:8080";
+	// use ":8080" to listen on every interface.
+	Listen string `yaml:"listen"`
+	// ShutdownTimeout bounds the drain on SIGTERM/SIGINT: requests still
+	// running after it are cut off and logged. Default 15s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TrustedProxies are the addresses (CIDR prefixes such as "10.0.0.0/8", or
+	// single IPs) whose X-Forwarded-For is believed when working out the
+	// client IP for `ip` keys. Default none: the TCP peer is the client.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris
+	// protection). Default 5s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included. Default 0:
+	// no bound, so slow uploads work; set it if clients are untrusted.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a response. Default 0: no bound, so
+	// streaming responses work; routes' timeout bounds the upstream wait.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout is how long an idle keep-alive connection stays open.
+	// Default 60s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds the request line and headers together; a larger
+	// request gets 431. Default 16384 (16 KiB, SPEC §4).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+}
+
+// TrustedPrefixes returns TrustedProxies parsed; a single IP becomes a /32 or
+// /128 prefix. Entries that do not parse are left out ([Config.Validate]
+// reports them).
+func (s Server) TrustedPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, t := range s.TrustedProxies {
+		if p, ok := parsePrefix(t); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parsePrefix parses a CIDR prefix (masked) or a single address.
+func parsePrefix(s string) (netip.Prefix, bool) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return netip.PrefixFrom(a, a.BitLen()), true
+	}
+	return netip.Prefix{}, false
+}
+
+// Admin configures the admin listener.
+type Admin struct {
+	// Listen is the admin address, host:port. Default "127.0.0.1:9090". It
+	// serves /healthz, /readyz and /metrics without a token.
+	Listen string `yaml:"listen"`
+	// Token is the Bearer token (or HTTP Basic password) everything under
+	// /admin/ needs. Empty, the default, turns the admin API and dashboard
+	// off (404). Keep it out of the file: token: "${SLUICE_ADMIN_TOKEN}".
+	Token string `yaml:"token"`
+}
+
+// Store types.
+const (
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+)
+
+// On-error modes: what happens while the store is unavailable (SPEC §5).
+const (
+	OnErrorLocal = "local"
+	OnErrorAllow = "allow"
+	OnErrorDeny  = "deny"
+)
+
+// Redis modes.
+const (
+	RedisStandalone = "standalone"
+	RedisSentinel   = "sentinel"
+	RedisCluster    = "cluster"
+)
+
+// Store configures where limit state lives.
+type Store struct {
+	// Type is "memory" (the default: state in this process only) or "redis"
+	// (state shared by every instance using the same Redis and prefix).
+	Type string `yaml:"type"`
+	// Prefix starts every Redis key. Default "sluice". It may not contain
+	// '{', '}' or whitespace, which would change Cluster hash slots.
+	Prefix string `yaml:"prefix"`
+	// Timeout bounds one store call, retries included. Past it the call is a
+	// store failure, handled by OnError. Default 50ms.
+	Timeout time.Duration `yaml:"timeout"`
+	// OnError is what happens while the store fails: "local" (default: each
+	// instance decides with its own in-memory limiter), "allow" (admit
+	// everything) or "deny" (answer 503).
+	OnError string `yaml:"on_error"`
+	// Redis is the Redis connection, used when Type is "redis" and ignored
+	// otherwise.
+	Redis Redis `yaml:"redis"`
+}
+
+// Redis configures the Redis connection.
+type Redis struct {
+	// Mode is "standalone" (default; exactly one address), "sentinel" (the
+	// addresses are Sentinels; MasterName is required) or "cluster" (the
+	// addresses are seed nodes).
+	Mode string `yaml:"mode"`
+	// Addrs are host:port addresses. Required when store.type is redis.
+	Addrs []string `yaml:"addrs"`
+	// MasterName is the Sentinel master set name; sentinel mode only.
+	MasterName string `yaml:"master_name"`
+	// Username is the ACL user name; empty means the default user.
+	Username string `yaml:"username"`
+	// Password is the ACL or requirepass password; empty means none. Keep it
+	// out of the file: password: "${REDIS_PASSWORD:-}".
+	Password string `yaml:"password"`
+	// DB is the database number, ≥ 0. Cluster mode supports only 0.
+	DB int `yaml:"db"`
+	// TLS turns on TLS to Redis (system roots, server name from the address).
+	TLS bool `yaml:"tls"`
+}
+
+// PolicySpec is one named policy as written in the file; [Config.Policy]
+// returns it compiled. Which fields apply depends on the algorithm:
+//
+//	token_bucket    capacity, rate
+//	leaky_bucket    capacity, rate, mode, max_delay (shape only)
+//	fixed_window    limit, window
+//	sliding_log     limit, window
+//	sliding_window  limit, window
+//	gcra            burst, rate
+//
+// The others must be left out.
+type PolicySpec struct {
+	// Algorithm is token_bucket, leaky_bucket, fixed_window, sliding_log,
+	// sliding_window or gcra (SPEC §3). Required.
+	Algorithm ratelimit.Algorithm `yaml:"algorithm"`
+	// Capacity is the bucket size (token_bucket, leaky_bucket): an integer
+	// from 1 to 2^53.
+	Capacity int64 `yaml:"capacity"`
+	// Limit is the number of units per window (window algorithms): an
+	// integer from 1 to 2^53.
+	Limit int64 `yaml:"limit"`
+	// Burst is gcra's burst: an integer from 1 to 2^53.
+	Burst int64 `yaml:"burst"`
+	// Rate is in units per second: tokens added (token_bucket), units leaked
+	// (leaky_bucket) or emission rate (gcra). A positive number (0.001 is one
+	// per 1000 s) or a string "N/PERIOD" such as "100/1m", "5/s" or "1000/h".
+	// From 0.000001 to 1000000 per second; it may exceed capacity.
+	Rate float64 `yaml:"rate,rate"`
+	// Window is the window length (window algorithms), a duration > 0 of at
+	// most 366 days, in whole microseconds. Windows are aligned to the Unix
+	// epoch.
+	Window time.Duration `yaml:"window"`
+	// Mode is leaky_bucket's mode: "police" (default; admit or deny at once)
+	// or "shape" (hold each admitted request until its turn, so the
+	// upstream sees an even rate).
+	Mode ratelimit.Mode `yaml:"mode"`
+	// MaxDelay bounds how long shape mode holds a request; a longer wait is a
+	// denial. Default 0: bounded only by the capacity.
+	MaxDelay time.Duration `yaml:"max_delay"`
+}
+
+// config returns the spec as a ratelimit.PolicyConfig named name.
+func (s PolicySpec) config(name string) ratelimit.PolicyConfig {
+	return ratelimit.PolicyConfig{
+		Name: name, Algorithm: s.Algorithm,
+		Capacity: s.Capacity, Limit: s.Limit, Burst: s.Burst,
+		Rate: s.Rate, Window: s.Window, Mode: s.Mode, MaxDelay: s.MaxDelay,
+	}
+}
+
+// Route is one route: which requests it takes, where they go, and the limits
+// they pass first.
+type Route struct {
+	// ID names the route in metrics, the admin API and limit state. Required
+	// and unique; letters, digits, '.', '_' and '-'.
+	ID string `yaml:"id"`
+	// Match says which requests the route takes.
+	Match Match `yaml:"match"`
+	// Upstream is the URL requests are forwarded to: http or https, a host,
+	// optionally a port and a base path (the forwarded path is base +
+	// request path). No query or fragment. Exactly one of Upstream and
+	// Respond is required.
+	Upstream string `yaml:"upstream"`
+	// StripPrefix is the number of leading path segments removed before
+	// forwarding (stripping every segment leaves "/"). Default 0.
+	StripPrefix int `yaml:"strip_prefix"`
+	// Timeout is the upstream answer deadline; past it the client gets 504.
+	// Upstream routes only. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// PreserveHost forwards the client's Host header instead of the
+	// upstream's host. Upstream routes only. Default false.
+	PreserveHost bool `yaml:"preserve_host"`
+	// Respond makes the gateway answer itself, with no upstream.
+	Respond *Respond `yaml:"respond"`
+	// Limits must all admit a request; a denied request consumes from none.
+	// A route may have no limits (a plain proxy route).
+	Limits []Limit `yaml:"limits"`
+}
+
+// UpstreamURL returns Upstream parsed, or nil when the route has no
+// upstream or it does not parse ([Config.Validate] reports that).
+func (r *Route) UpstreamURL() *url.URL {
+	if r.Upstream == "" {
+		return nil
+	}
+	u, err := url.Parse(r.Upstream)
+	if err != nil {
+		return nil
+	}
+	return u
+}
+
+// Match is a route's request matcher. Every given condition must hold.
+type Match struct {
+	// Path is an exact path ("/hello") or a glob where "*" is exactly one
+	// segment and "**", only as the last segment, any rest: "/api/**"
+	// matches /api, /api/ and everything below. Required; starts with "/".
+	Path string `yaml:"path"`
+	// Methods are the accepted methods, uppercase (GET, HEAD, POST, PUT,
+	// PATCH, DELETE, OPTIONS, CONNECT, TRACE). Empty means any.
+	Methods []string `yaml:"methods"`
+	// Host is the required Host, compared without the port and ignoring
+	// case. Empty means any.
+	Host string `yaml:"host"`
+	// Headers are required header values, compared exactly. Empty means none.
+	Headers map[string]string `yaml:"headers"`
+}
+
+// Respond is a fixed answer given by the gateway itself.
+type Respond struct {
+	// Status is the HTTP status, 100 to 599. Default 200.
+	Status int `yaml:"status"`
+	// Body is the response body, sent as is.
+	Body string `yaml:"body"`
+	// Headers are response headers to set. Default none.
+	Headers map[string]string `yaml:"headers"`
+}
+
+// On-empty-key actions: what a limit does with a request whose key is empty
+// (SPEC §2.1).
+const (
+	OnEmptyDeny      = "deny"
+	OnEmptyAnonymous = "anonymous"
+	OnEmptySkip      = "skip"
+)
+
+// Limit is one limit on a route.
+type Limit struct {
+	// Policy is the name of the policy in force for keys that no override or
+	// plan picks. Required.
+	Policy string `yaml:"policy"`
+	// Key picks the budget: header:NAME | query:NAME | ip | route | path |
+	// const:TEXT, or a list of these whose values together form the key.
+	// Required.
+	Key Key `yaml:"key"`
+	// Cost is what one request consumes, an integer ≥ 1. It may not exceed
+	// the limit (capacity, limit or burst) of any policy this limit can use.
+	// Default 1.
+	Cost int64 `yaml:"cost"`
+	// OnEmptyKey is what happens to a request whose key is empty (absent or
+	// blank): "deny" (default; 403), "anonymous" (one budget shared by all
+	// such requests) or "skip" (this limit does not apply).
+	OnEmptyKey string `yaml:"on_empty_key"`
+	// Overrides give a fixed policy to some key values: {demo1234: vip}. They
+	// match single-part keys only; list keys get overrides through the admin
+	// API.
+	Overrides map[string]string `yaml:"overrides"`
+	// Plans picks the policy from another request value, e.g. a plan header.
+	Plans *Plans `yaml:"plans"`
+	// Shadow evaluates, counts and reports the limit but never denies;
+	// shadow limits appear in no response header. Default false.
+	Shadow bool `yaml:"shadow"`
+}
+
+// Plans picks a limit's policy from a request value. Precedence, first match
+// wins: an override set through the admin API, Overrides, Plans, Policy.
+type Plans struct {
+	// From is the request value naming the plan: header:NAME | query:NAME |
+	// ip | route | path. Required.
+	From KeyPart `yaml:"from"`
+	// Policies maps plan values to policy names: {free: free-tier, pro:
+	// pro-tier}. A value not listed falls back to the limit's policy.
+	// Required, not empty.
+	Policies map[string]string `yaml:"policies"`
+}
+
+// CompiledPolicies returns every valid policy compiled, by name: a new map
+// each call, sharing the immutable *ratelimit.Policy values. For a Config
+// from [Load] or [Parse] these are the policies built during validation.
+func (c *Config) CompiledPolicies() map[string]*ratelimit.Policy {
+	if c.compiled != nil {
+		return maps.Clone(c.compiled)
+	}
+	out := make(map[string]*ratelimit.Policy, len(c.Policies))
+	for name, spec := range c.Policies {
+		if p, err := ratelimit.NewPolicy(spec.config(name)); err == nil {
+			out[name] = p
+		}
+	}
+	return out
+}
+
+// Policy returns the compiled policy called name, or nil if there is no
+// valid policy of that name.
+func (c *Config) Policy(name string) *ratelimit.Policy {
+	if c.compiled != nil {
+		return c.compiled[name]
+	}
+	spec, ok := c.Policies[name]
+	if !ok {
+		return nil
+	}
+	p, err := ratelimit.NewPolicy(spec.config(name))
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// PolicyNames returns the policy names in file order (sorted for a Config
+// built in Go).
+func (c *Config) PolicyNames() []string {
+	if len(c.policyOrder) == len(c.Policies) {
+		ok := true
+		for _, n := range c.policyOrder {
+			if _, found := c.Policies[n]; !found {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return slices.Clone(c.policyOrder)
+		}
+	}
+	return slices.Sorted(maps.Keys(c.Policies))
+}

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Defaults. Each is documented on its field.
+const (
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxHeaderBytes    = 16 << 10
+	DefaultAdminListen       = "127.0.0.1:9090"
+	DefaultStorePrefix       = "sluice"
+	DefaultStoreTimeout      = 50 * time.Millisecond
+	DefaultRouteTimeout      = 30 * time.Second
+	DefaultRespondStatus     = 200
+	DefaultCost              = 1
+)
+
+// ApplyDefaults fills every unset field of c that has a default. It is the
+// one place defaults live; it validates nothing and leaves set fields alone,
+// so applying it twice changes nothing. [Load] and [Parse] call it; call it
+// yourself on a Config built in Go before [Config.Validate].
+//
+// Zero means unset, so an explicit zero where zero is not allowed (say
+// "timeout: 0s") is caught by Load and Parse, which know what the file
+// said, before defaults are applied.
+func ApplyDefaults(c *Config) {
+	s := &c.Server
+	setDefault(&s.Listen, DefaultListen)
+	setDefault(&s.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
+
+	setDefault(&c.Admin.Listen, DefaultAdminListen)
+
+	st := &c.Store
+	setDefault(&st.Type, StoreMemory)
+	setDefault(&st.Prefix, DefaultStorePrefix)
+	setDefault(&st.Timeout, DefaultStoreTimeout)
+	setDefault(&st.OnError, OnErrorLocal)
+	setDefault(&st.Redis.Mode, RedisStandalone)
+
+	for name, p := range c.Policies {
+		if p.Algorithm == ratelimit.LeakyBucket && p.Mode == "" {
+			p.Mode = ratelimit.Police
+			c.Policies[name] = p
+		}
+	}
+
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.Upstream != "" {
+			setDefault(&r.Timeout, DefaultRouteTimeout)
+		}
+		if r.Respond != nil {
+			setDefault(&r.Respond.Status, DefaultRespondStatus)
+		}
+		for j := range r.Limits {
+			l := &r.Limits[j]
+			setDefault(&l.Cost, DefaultCost)
+			setDefault(&l.OnEmptyKey, OnEmptyDeny)
+		}
+	}
+}
+
+// setDefault sets *p to def when *p is the zero value.
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

@@ -1,0 +1,688 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/goccy/go-yaml/token"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Validate checks every rule of the configuration and reports every problem
+// found, as [Errors] without file positions. It checks c as it is: for a
+// Config built in Go, call [ApplyDefaults] first. On success it also
+// compiles the policies, so that [Config.Policy] returns the same
+// *ratelimit.Policy values on every call. Configs from [Load] and [Parse]
+// are already validated.
+func (c *Config) Validate() error {
+	v := &validator{}
+	compiled := v.validate(c)
+	if len(v.errs) > 0 {
+		return v.errs.sorted()
+	}
+	c.compiled = compiled
+	return nil
+}
+
+// validator checks a decoded Config. With positions from the decoder it
+// points each problem at the offending value and knows which fields the file
+// set; without them (a Config built in Go) a field counts as set when it is
+// not zero.
+type validator struct {
+	file   string
+	pos    map[string]token.Position // nil for a Config built in Go
+	parent map[string]string
+	bad    map[string]bool // values the decoder already reported
+	errs   Errors
+}
+
+// parentOf returns the path that contains path: it drops the last ".name",
+// "[index]" or, through the decoder's record, `["quoted key"]`.
+func (v *validator) parentOf(path string) string {
+	if p, ok := v.parent[path]; ok {
+		return p
+	}
+	if strings.HasSuffix(path, "]") {
+		if i := strings.LastIndexByte(path, '['); i >= 0 {
+			return path[:i]
+		}
+	}
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// errf records a problem with the value at path, at that value's position
+// or, for a value not given, at the nearest enclosing one. Problems under a
+// value the decoder already rejected are dropped: they would only describe
+// the zero value left in its place.
+func (v *validator) errf(path, format string, args ...any) {
+	for p := path; ; p = v.parentOf(p) {
+		if v.bad[p] {
+			return
+		}
+		if p == "" {
+			break
+		}
+	}
+	e := &Error{File: v.file, Path: path, Message: fmt.Sprintf(format, args...)}
+	if v.pos != nil {
+		e.Line, e.Col = 1, 1
+		for p := path; ; p = v.parentOf(p) {
+			if at, ok := v.pos[p]; ok {
+				e.Line, e.Col = at.Line, at.Column
+				break
+			}
+			if p == "" {
+				break
+			}
+		}
+	}
+	v.errs = append(v.errs, e)
+}
+
+// given reports whether the file set the value at path; for a Config built
+// in Go, whether it is not zero.
+func (v *validator) given(path string, zero bool) bool {
+	if v.pos == nil {
+		return !zero
+	}
+	_, ok := v.pos[path]
+	return ok
+}
+
+// line returns the line of path for messages, or 0.
+func (v *validator) line(path string) int {
+	return v.pos[path].Line
+}
+
+// explicitZeros reports fields the file set to a zero value where zero is
+// neither allowed nor a way to ask for the default. It runs before
+// ApplyDefaults, which would otherwise replace those zeros unnoticed.
+func (v *validator) explicitZeros(c *Config) {
+	if v.pos == nil {
+		return
+	}
+	zero := func(path string, isZero bool, msg string) {
+		if _, ok := v.pos[path]; ok && isZero {
+			v.errf(path, "%s", msg)
+		}
+	}
+	positive := func(path string, d time.Duration) {
+		zero(path, d == 0, "must be a positive duration, got 0 (leave it out for the default)")
+	}
+	zero("server.listen", c.Server.Listen == "", "is empty; give host:port (leave it out for "+DefaultListen+")")
+	positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
+	positive("server.read_header_timeout", c.Server.ReadHeaderTimeout)
+	positive("server.idle_timeout", c.Server.IdleTimeout)
+	zero("server.max_header_bytes", c.Server.MaxHeaderBytes == 0, "must be at least 1, got 0 (leave it out for 16384)")
+	zero("admin.listen", c.Admin.Listen == "", "is empty; give host:port (leave it out for "+DefaultAdminListen+")")
+	zero("store.type", c.Store.Type == "", `is empty (allowed: memory, redis)`)
+	zero("store.prefix", c.Store.Prefix == "", `is empty (leave it out for "sluice")`)
+	positive("store.timeout", c.Store.Timeout)
+	zero("store.on_error", c.Store.OnError == "", "is empty (allowed: local, allow, deny)")
+	zero("store.redis.mode", c.Store.Redis.Mode == "", "is empty (allowed: standalone, sentinel, cluster)")
+	for i, r := range c.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		positive(p+".timeout", r.Timeout)
+		if r.Respond != nil {
+			zero(p+".respond.status", r.Respond.Status == 0, "must be an HTTP status from 100 to 599, got 0")
+		}
+		for j, l := range r.Limits {
+			lp := fmt.Sprintf("%s.limits[%d]", p, j)
+			zero(lp+".cost", l.Cost == 0, "must be at least 1, got 0")
+			zero(lp+".on_empty_key", l.OnEmptyKey == "", "is empty (allowed: deny, anonymous, skip)")
+		}
+	}
+}
+
+// validate checks every rule and returns the policies that compiled.
+func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
+	v.server(&c.Server)
+	v.admin(&c.Admin, &c.Server)
+	v.store(&c.Store)
+	compiled := make(map[string]*ratelimit.Policy, len(c.Policies))
+	for _, name := range c.PolicyNames() {
+		if p := v.policy(name, c.Policies[name]); p != nil {
+			compiled[name] = p
+		}
+	}
+	if len(c.Routes) == 0 {
+		v.errf("routes", "at least one route is required")
+	}
+	firstID := map[string]int{}
+	for i := range c.Routes {
+		v.route(c, i, compiled, firstID)
+	}
+	return compiled
+}
+
+func (v *validator) server(s *Server) {
+	if err := checkListen(s.Listen); err != nil {
+		v.errf("server.listen", "%v", err)
+	}
+	for _, f := range []struct {
+		path   string
+		d      time.Duration
+		zeroOK bool
+	}{
+		{"server.shutdown_timeout", s.ShutdownTimeout, false},
+		{"server.read_header_timeout", s.ReadHeaderTimeout, false},
+		{"server.read_timeout", s.ReadTimeout, true},
+		{"server.write_timeout", s.WriteTimeout, true},
+		{"server.idle_timeout", s.IdleTimeout, false},
+	} {
+		switch {
+		case f.d < 0 && f.zeroOK:
+			v.errf(f.path, "must be 0 (no bound) or a positive duration, got %v", f.d)
+		case f.d < 0 || f.d == 0 && !f.zeroOK && v.given(f.path, true):
+			v.errf(f.path, "must be a positive duration, got %v", f.d)
+		}
+	}
+	if s.MaxHeaderBytes < 0 || s.MaxHeaderBytes > 64<<20 {
+		v.errf("server.max_header_bytes", "must be from 1 to %d (64 MiB), got %d", 64<<20, s.MaxHeaderBytes)
+	}
+	for i, t := range s.TrustedProxies {
+		if _, ok := parsePrefix(t); !ok {
+			v.errf(fmt.Sprintf("server.trusted_proxies[%d]", i), "%q is not an IP address or CIDR prefix (e.g. 10.0.0.0/8 or 192.0.2.7)", t)
+		}
+	}
+}
+
+// checkListen checks a listen address: host:port, the port a number from 0
+// to 65535 (0 picks a free port).
+func checkListen(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:8080, or :8080 for every interface)", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, port)
+	}
+	if strings.ContainsFunc(host, unicode.IsSpace) {
+		return fmt.Errorf("%q: host contains whitespace", s)
+	}
+	return nil
+}
+
+func (v *validator) admin(a *Admin, s *Server) {
+	if err := checkListen(a.Listen); err != nil {
+		v.errf("admin.listen", "%v", err)
+		return
+	}
+	if a.Listen == s.Listen && !strings.HasSuffix(a.Listen, ":0") {
+		v.errf("admin.listen", "%q is also server.listen; the admin listener needs its own address", a.Listen)
+	}
+}
+
+func (v *validator) store(s *Store) {
+	switch s.Type {
+	case StoreMemory, StoreRedis:
+	default:
+		v.errf("store.type", "unknown store type %q (allowed: memory, redis)", s.Type)
+	}
+	if s.Prefix == "" || strings.ContainsFunc(s.Prefix, func(r rune) bool {
+		return r == '{' || r == '}' || unicode.IsSpace(r) || unicode.IsControl(r)
+	}) {
+		v.errf("store.prefix", "prefix %q must be non-empty, without '{', '}', spaces or control characters", s.Prefix)
+	}
+	if s.Timeout < 0 || s.Timeout == 0 && v.given("store.timeout", true) {
+		v.errf("store.timeout", "must be a positive duration, got %v", s.Timeout)
+	}
+	switch s.OnError {
+	case OnErrorLocal, OnErrorAllow, OnErrorDeny:
+	default:
+		v.errf("store.on_error", "unknown on_error %q (allowed: local, allow, deny)", s.OnError)
+	}
+	if s.Type != StoreRedis {
+		return // the redis section is ignored
+	}
+	r := &s.Redis
+	switch r.Mode {
+	case RedisStandalone, RedisSentinel, RedisCluster:
+	default:
+		v.errf("store.redis.mode", "unknown redis mode %q (allowed: standalone, sentinel, cluster)", r.Mode)
+	}
+	switch {
+	case len(r.Addrs) == 0:
+		v.errf("store.redis.addrs", "at least one address is required when store.type is redis (e.g. [\"127.0.0.1:6379\"])")
+	case r.Mode == RedisStandalone && len(r.Addrs) > 1:
+		v.errf("store.redis.addrs", "standalone mode takes exactly one address, got %d (use mode sentinel or cluster for several)", len(r.Addrs))
+	}
+	for i, a := range r.Addrs {
+		host, port, err := net.SplitHostPort(a)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			v.errf(fmt.Sprintf("store.redis.addrs[%d]", i), "%q is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:6379)", a)
+		}
+	}
+	switch {
+	case r.Mode == RedisSentinel && r.MasterName == "":
+		v.errf("store.redis.master_name", "is required in sentinel mode (the name of the master set)")
+	case r.Mode != RedisSentinel && r.MasterName != "":
+		v.errf("store.redis.master_name", "applies only to mode sentinel, not %s", r.Mode)
+	}
+	switch {
+	case r.DB < 0:
+		v.errf("store.redis.db", "must be 0 or more, got %d", r.DB)
+	case r.DB != 0 && r.Mode == RedisCluster:
+		v.errf("store.redis.db", "must be 0 in cluster mode (Redis Cluster has only database 0), got %d", r.DB)
+	}
+}
+
+// nameRE is the syntax of route ids and policy names, which appear in
+// metrics, headers, admin URLs and state keys.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// algorithmNames lists the algorithms for messages.
+func algorithmNames() string {
+	names := make([]string, len(ratelimit.Algorithms))
+	for i, a := range ratelimit.Algorithms {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
+}
+
+// policyFields is what each algorithm takes besides algorithm itself.
+var policyFields = map[ratelimit.Algorithm][]string{
+	ratelimit.TokenBucket:   {"capacity", "rate"},
+	ratelimit.LeakyBucket:   {"capacity", "rate", "mode", "max_delay"},
+	ratelimit.FixedWindow:   {"limit", "window"},
+	ratelimit.SlidingLog:    {"limit", "window"},
+	ratelimit.SlidingWindow: {"limit", "window"},
+	ratelimit.GCRA:          {"burst", "rate"},
+}
+
+// maxName is the name of a policy's limit (capacity, limit or burst).
+func maxName(a ratelimit.Algorithm) string {
+	switch a {
+	case ratelimit.TokenBucket, ratelimit.LeakyBucket:
+		return "capacity"
+	case ratelimit.GCRA:
+		return "burst"
+	}
+	return "limit"
+}
+
+// policy checks one policy field by field, so that each problem points at
+// its line, then compiles it. It returns nil if the policy is invalid.
+func (v *validator) policy(name string, s PolicySpec) *ratelimit.Policy {
+	pc := &policyCheck{v: v, path: mapPath("policies", name), s: s}
+	if !nameRE.MatchString(name) {
+		pc.failed = true
+		v.errf(pc.path, "policy name %q may contain only letters, digits, '.', '_' and '-'", name)
+	}
+	takes, known := policyFields[s.Algorithm]
+	switch {
+	case s.Algorithm == "":
+		pc.fail("algorithm", "algorithm is required (allowed: %s)", algorithmNames())
+		return nil
+	case !known:
+		pc.fail("algorithm", "unknown algorithm %q (allowed: %s)", s.Algorithm, algorithmNames())
+		return nil
+	}
+	pc.takes = takes
+	pc.amount("capacity", s.Capacity)
+	pc.amount("limit", s.Limit)
+	pc.amount("burst", s.Burst)
+	pc.rate()
+	pc.window()
+	pc.mode()
+	if pc.failed {
+		return nil
+	}
+	p, err := ratelimit.NewPolicy(s.config(name))
+	if err != nil {
+		// Rules the checks above do not repeat, such as gcra's bound on
+		// burst/rate, land on the policy as a whole.
+		v.errf(pc.path, "%v", err)
+		return nil
+	}
+	return p
+}
+
+// policyCheck checks the fields of one policy.
+type policyCheck struct {
+	v      *validator
+	path   string
+	s      PolicySpec
+	takes  []string // the fields the algorithm takes
+	failed bool
+}
+
+func (pc *policyCheck) fail(field, format string, args ...any) {
+	pc.failed = true
+	pc.v.errf(joinPath(pc.path, field), format, args...)
+}
+
+func (pc *policyCheck) uses(field string) bool { return slices.Contains(pc.takes, field) }
+
+// given reports whether field was set, zero saying whether its value is zero.
+func (pc *policyCheck) given(field string, zero bool) bool {
+	return pc.v.given(joinPath(pc.path, field), zero)
+}
+
+// notApplicable reports a field the algorithm does not take, if it is set.
+func (pc *policyCheck) notApplicable(field string, zero bool) {
+	if pc.given(field, zero) {
+		pc.fail(field, "%s does not apply to %s (it takes %s)", field, pc.s.Algorithm, strings.Join(pc.takes, ", "))
+	}
+}
+
+func (pc *policyCheck) amount(f string, n int64) {
+	switch {
+	case !pc.uses(f):
+		pc.notApplicable(f, n == 0)
+	case n == 0 && !pc.given(f, true):
+		pc.fail(f, "%s is required for %s (an integer from 1 to 2^53)", f, pc.s.Algorithm)
+	case n < 1:
+		pc.fail(f, "%s must be at least 1, got %d", f, n)
+	case n > ratelimit.MaxAmount:
+		pc.fail(f, "%s must be at most 2^53 (%d), got %d", f, int64(ratelimit.MaxAmount), n)
+	}
+}
+
+func (pc *policyCheck) rate() {
+	switch r := pc.s.Rate; {
+	case !pc.uses("rate"):
+		pc.notApplicable("rate", r == 0)
+	case math.IsNaN(r) || math.IsInf(r, 0):
+		pc.fail("rate", "rate must be a finite number, got %v", r)
+	case r == 0 && !pc.given("rate", true):
+		pc.fail("rate", "rate is required for %s (units per second, e.g. 10, 0.5 or \"100/1m\")", pc.s.Algorithm)
+	case r <= 0:
+		pc.fail("rate", "rate must be positive, got %v", r)
+	case r < ratelimit.MinRate:
+		pc.fail("rate", "rate must be at least %v per second (one per 11.6 days), got %v", ratelimit.MinRate, r)
+	case r > ratelimit.MaxRate:
+		pc.fail("rate", "rate must be at most %v per second, got %v", float64(ratelimit.MaxRate), r)
+	}
+}
+
+func (pc *policyCheck) window() {
+	switch w := pc.s.Window; {
+	case !pc.uses("window"):
+		pc.notApplicable("window", w == 0)
+	case w == 0 && !pc.given("window", true):
+		pc.fail("window", "window is required for %s (a duration such as 1m)", pc.s.Algorithm)
+	case w <= 0:
+		pc.fail("window", "window must be a positive duration, got %v", w)
+	case w > ratelimit.MaxWindow:
+		pc.fail("window", "window must be at most 366 days (%v), got %v", ratelimit.MaxWindow, w)
+	case w%time.Microsecond != 0:
+		pc.fail("window", "window must be a whole number of microseconds, got %v", w)
+	}
+}
+
+// mode checks mode and max_delay, which only leaky_bucket takes.
+func (pc *policyCheck) mode() {
+	s := pc.s
+	if !pc.uses("mode") {
+		if pc.given("mode", s.Mode == "") {
+			pc.fail("mode", "mode does not apply to %s (only to leaky_bucket)", s.Algorithm)
+		}
+		if pc.given("max_delay", s.MaxDelay == 0) {
+			pc.fail("max_delay", "max_delay does not apply to %s (only to leaky_bucket in mode shape)", s.Algorithm)
+		}
+		return
+	}
+	switch s.Mode {
+	case ratelimit.Police, ratelimit.Shape, "":
+	default:
+		pc.fail("mode", "unknown mode %q (allowed: police, shape)", s.Mode)
+	}
+	switch d := s.MaxDelay; {
+	case d < 0:
+		pc.fail("max_delay", "max_delay must not be negative, got %v", d)
+	case d > ratelimit.MaxWindow:
+		pc.fail("max_delay", "max_delay must be at most 366 days, got %v", d)
+	case d != 0 && s.Mode != ratelimit.Shape:
+		pc.fail("max_delay", "max_delay applies only to mode shape, not %q", s.Mode)
+	}
+}
+
+// route checks routes[i]. firstID maps each id seen so far to its index.
+func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Policy, firstID map[string]int) {
+	r := &c.Routes[i]
+	p := fmt.Sprintf("routes[%d]", i)
+	switch first, dup := firstID[r.ID]; {
+	case r.ID == "":
+		v.errf(p+".id", "id is required (letters, digits, '.', '_' and '-')")
+	case !nameRE.MatchString(r.ID):
+		v.errf(p+".id", "id %q may contain only letters, digits, '.', '_' and '-'", r.ID)
+	case dup:
+		fp := fmt.Sprintf("routes[%d].id", first)
+		if l := v.line(fp); l > 0 {
+			v.errf(p+".id", "duplicate route id %q (first used by routes[%d] at line %d)", r.ID, first, l)
+		} else {
+			v.errf(p+".id", "duplicate route id %q (first used by routes[%d])", r.ID, first)
+		}
+	default:
+		firstID[r.ID] = i
+	}
+	v.match(p+".match", &r.Match)
+
+	switch {
+	case r.Upstream == "" && r.Respond == nil && !v.bad[p+".upstream"] && !v.bad[p+".respond"]:
+		v.errf(p, "route %q needs an upstream URL or a respond answer", r.ID)
+	case r.Upstream != "" && r.Respond != nil:
+		v.errf(p+".respond", "route %q has both upstream and respond; give one", r.ID)
+	}
+	if r.Upstream != "" {
+		if err := checkUpstream(r.Upstream); err != nil {
+			v.errf(p+".upstream", "%v", err)
+		}
+		if r.Timeout < 0 || r.Timeout == 0 && v.given(p+".timeout", true) {
+			v.errf(p+".timeout", "must be a positive duration, got %v", r.Timeout)
+		}
+	}
+	if r.StripPrefix < 0 {
+		v.errf(p+".strip_prefix", "must be 0 or more path segments, got %d", r.StripPrefix)
+	}
+	if r.Respond != nil {
+		for _, f := range []struct {
+			name string
+			zero bool
+		}{{"strip_prefix", r.StripPrefix == 0}, {"timeout", r.Timeout == 0}, {"preserve_host", !r.PreserveHost}} {
+			if fp := p + "." + f.name; v.given(fp, f.zero) && r.Upstream == "" {
+				v.errf(fp, "%s applies only to routes with an upstream", f.name)
+			}
+		}
+		v.respond(p+".respond", r.Respond)
+	}
+	for j := range r.Limits {
+		v.limit(c, fmt.Sprintf("%s.limits[%d]", p, j), &r.Limits[j], compiled)
+	}
+}
+
+// methods are the methods a route may match.
+var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+
+func (v *validator) match(p string, m *Match) {
+	if m.Path == "" {
+		v.errf(p+".path", "path is required (e.g. /api/** or /hello)")
+	} else if err := checkPathPattern(m.Path); err != nil {
+		v.errf(p+".path", "%v", err)
+	}
+	seen := map[string]bool{}
+	for i, meth := range m.Methods {
+		mp := fmt.Sprintf("%s.methods[%d]", p, i)
+		switch {
+		case slices.Contains(methods, meth):
+			if seen[meth] {
+				v.errf(mp, "method %s is listed twice", meth)
+			}
+			seen[meth] = true
+		case slices.Contains(methods, strings.ToUpper(meth)):
+			v.errf(mp, "method %q must be uppercase: %s", meth, strings.ToUpper(meth))
+		default:
+			v.errf(mp, "unknown method %q (allowed: %s)", meth, strings.Join(methods, ", "))
+		}
+	}
+	if h := m.Host; h != "" {
+		if _, _, err := net.SplitHostPort(h); err == nil || strings.ContainsAny(h, "/@ \t") {
+			v.errf(p+".host", "host %q must be a bare host name without port, scheme or path (it is compared without the port)", h)
+		}
+	}
+	v.headerNames(p+".headers", m.Headers)
+}
+
+// headerNames checks that every key of h is a valid header name.
+func (v *validator) headerNames(p string, h map[string]string) {
+	for name := range h {
+		if !isToken(name) {
+			v.errf(mapPath(p, name), "%q is not a valid HTTP header name", name)
+		}
+	}
+}
+
+// checkPathPattern checks a route path: absolute, no query, and "*" or "**"
+// only as whole segments, "**" only last.
+func checkPathPattern(s string) error {
+	if !strings.HasPrefix(s, "/") {
+		return fmt.Errorf("path %q must start with /", s)
+	}
+	if strings.ContainsAny(s, "?#") || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return fmt.Errorf("path %q must not contain a query, a fragment, spaces or control characters", s)
+	}
+	segs := strings.Split(s[1:], "/")
+	for i, seg := range segs {
+		switch {
+		case !strings.Contains(seg, "*"), seg == "*":
+		case seg == "**":
+			if i != len(segs)-1 {
+				return fmt.Errorf("path %q: ** may only be the last segment", s)
+			}
+		default:
+			return fmt.Errorf("path %q: segment %q mixes * with text; * matches one whole segment and ** any rest", s, seg)
+		}
+	}
+	return nil
+}
+
+// checkUpstream checks an upstream URL.
+func checkUpstream(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("upstream %q is not a valid URL: %v", s, unwrapURLError(err))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("upstream %q must be an http:// or https:// URL", s)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("upstream %q has no host", s)
+	case u.User != nil:
+		return fmt.Errorf("upstream %q must not carry credentials", s)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("upstream %q must not have a query or fragment", s)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("upstream %q: port %q is not from 1 to 65535", s, port)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("upstream %q has an empty port", s)
+	}
+	return nil
+}
+
+// unwrapURLError drops url.Error's repetition of the URL.
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+func (v *validator) respond(p string, r *Respond) {
+	if r.Status < 100 || r.Status > 599 {
+		v.errf(p+".status", "must be an HTTP status from 100 to 599, got %d", r.Status)
+	}
+	v.headerNames(p+".headers", r.Headers)
+}
+
+// unknownPolicy words the error for a policy name that is not defined.
+func unknownPolicy(c *Config, name string) string {
+	if len(c.Policies) == 0 {
+		return fmt.Sprintf("unknown policy %q (no policies are defined)", name)
+	}
+	return fmt.Sprintf("unknown policy %q (defined: %s)", name, strings.Join(c.PolicyNames(), ", "))
+}
+
+func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ratelimit.Policy) {
+	// usable checks that name is a policy and that this limit's cost fits it.
+	usable := func(at, name, what string) {
+		pol := compiled[name]
+		switch _, defined := c.Policies[name]; {
+		case !defined:
+			v.errf(at, "%s", unknownPolicy(c, name))
+		case pol == nil: // invalid; reported under policies
+		case l.Cost > pol.Max() && what == "":
+			v.errf(p+".cost", "cost %d is above the %s %d of policy %q, so no request could ever be admitted", l.Cost, maxName(pol.Algorithm()), pol.Max(), name)
+		case l.Cost > pol.Max():
+			v.errf(at, "policy %q (%s) has %s %d, below this limit's cost %d, so no request could ever be admitted", name, what, maxName(pol.Algorithm()), pol.Max(), l.Cost)
+		}
+	}
+	switch {
+	case l.Cost < 1:
+		v.errf(p+".cost", "cost must be at least 1, got %d", l.Cost)
+	case l.Cost > ratelimit.MaxAmount:
+		v.errf(p+".cost", "cost must be at most 2^53, got %d", l.Cost)
+	}
+	if l.Policy == "" {
+		v.errf(p+".policy", "policy is required (defined: %s)", strings.Join(c.PolicyNames(), ", "))
+	} else {
+		usable(p+".policy", l.Policy, "")
+	}
+	if len(l.Key) == 0 {
+		v.errf(p+".key", "key is required (%s, or a list of these)", keyForms)
+	}
+	switch l.OnEmptyKey {
+	case OnEmptyDeny, OnEmptyAnonymous, OnEmptySkip:
+	default:
+		v.errf(p+".on_empty_key", "unknown on_empty_key %q (allowed: deny, anonymous, skip)", l.OnEmptyKey)
+	}
+	if len(l.Overrides) > 0 && len(l.Key) > 1 {
+		v.errf(p+".overrides", "overrides match single-part keys only, and this key has %d parts; set overrides for list keys through the admin API", len(l.Key))
+	}
+	for _, k := range slices.Sorted(maps.Keys(l.Overrides)) {
+		kp := mapPath(p+".overrides", k)
+		if k == "" {
+			v.errf(kp, "an override's key value is empty; empty keys are handled by on_empty_key")
+		}
+		usable(kp, l.Overrides[k], "override for "+strconv.Quote(k))
+	}
+	if l.Plans != nil {
+		v.plans(p+".plans", l.Plans, usable)
+	}
+}
+
+func (v *validator) plans(p string, pl *Plans, usable func(at, name, what string)) {
+	switch {
+	case pl.From == KeyPart{}:
+		v.errf(p+".from", "from is required: the request value naming the plan (e.g. header:X-Plan)")
+	case pl.From.Kind == KeyConst:
+		v.errf(p+".from", "from %q is a constant; it must read the request (header:NAME, query:NAME, ip, route or path)", pl.From)
+	}
+	if len(pl.Policies) == 0 {
+		v.errf(p+".policies", "policies is required: map plan values to policy names (e.g. {free: free-tier, pro: pro-tier})")
+	}
+	for _, k := range slices.Sorted(maps.Keys(pl.Policies)) {
+		kp := mapPath(p+".policies", k)
+		if k == "" {
+			v.errf(kp, "a plan value is empty")
+		}
+		usable(kp, pl.Policies[k], "plan "+strconv.Quote(k))
+	}
+}

@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
+)
+
+// readyTimeout bounds /readyz's store probe.
+const readyTimeout = time.Second
+
+// adminHandler serves the admin listener: /healthz, /readyz, /metrics, and
+// /admin/ (404 without a token; the admin API itself is not built yet, so
+// with a valid token it is 404 too, and without one 401).
+func (g *Gateway) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Under on_error allow the instance serves every request while the
+		// store is down, so it stays ready (SPEC §5).
+		if err := g.Ready(r.Context(), readyTimeout); err != nil && g.cfg.Store.OnError != config.OnErrorAllow {
+			g.log.Warn("readyz: store does not answer", "error", err)
+			httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store does not answer.")
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", metrics.Handler(g.registry))
+	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
+		token := g.cfg.Admin.Token
+		if token != "" && !authorized(r, token) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="sluice"`)
+			httplimit.WriteProblem(w, http.StatusUnauthorized, "A valid admin token is required.")
+			return
+		}
+		httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")
+	})
+	return mux
+}
+
+// authorized reports whether r carries token as a Bearer token or as the
+// password of HTTP Basic auth (SPEC §6), compared in constant time.
+func authorized(r *http.Request, token string) bool {
+	given := ""
+	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		given = auth
+	} else if _, pw, ok := r.BasicAuth(); ok {
+		given = pw
+	}
+	return given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(token)) == 1
+}

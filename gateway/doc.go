@@ -1,0 +1,33 @@
+// Package gateway turns a validated configuration into a running rate-limiting
+// reverse proxy.
+//
+// A tour:
+//
+//   - [New] builds a [Gateway] from a *config.Config: one compiled route per
+//     configured route (a matcher on path glob, methods, host and headers;
+//     the route's limits as an httplimit.Middleware; then either a
+//     httputil.ReverseProxy to the upstream or a fixed `respond` answer), the
+//     store the config names, and the admin endpoints. Building dials
+//     nothing: Redis connects lazily, and /readyz reports whether it answers.
+//   - [Gateway.ServeHTTP] sends a request to the first route whose match
+//     holds, or answers 404; every error answer has SPEC §4's JSON shape.
+//   - [Server] owns the public and admin listeners and the current Gateway.
+//     [Server.Swap] replaces the gateway atomically on reload: new requests
+//     go to the new one, and the old one is closed once its in-flight
+//     requests finish. [Server.Shutdown] drains in-flight requests.
+//
+// Reloads keep every key's budget: a new gateway whose store section equals
+// the old one's (for memory: any memory store) shares the old store (see
+// [Deps].Previous).
+//
+// A Redis store sits behind store/fallback, which applies store.on_error
+// (SPEC §5) and feeds the fallback metrics; /readyz asks it whether the
+// instance should take traffic.
+//
+// Request headers: SPEC §4 bounds the request line and headers at 16 KiB
+// (server.max_header_bytes) with a JSON 431. Go's http.Server answers an
+// oversize header block itself in plain text, so the Server lets it read up
+// to 1 MiB more and the Gateway measures each request (request line, Host
+// and every header as sent in HTTP/1.1) and answers 431 itself. Only header
+// blocks beyond that (over about 1 MiB) get Go's plain-text 431.
+package gateway

@@ -1,0 +1,331 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/store/redis"
+)
+
+// Deps are what a Gateway takes from its surroundings rather than from the
+// configuration. The zero value works.
+type Deps struct {
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the gateway's metrics and is what the admin
+	// listener's /metrics serves. Nil means a fresh registry with the Go and
+	// process collectors. Pass the same registry to every gateway of one
+	// process (Gateway.Registry returns it), so counters survive reloads.
+	Registry *prometheus.Registry
+	// Store, if not nil, replaces the store the configuration describes (for
+	// tests). The gateway never closes it.
+	Store ratelimit.Store
+	// Previous is the gateway this one replaces on reload, or nil. When the
+	// store section of both configurations is the same, the new gateway
+	// shares the old one's store, so a reload keeps every key's budget (an
+	// in-memory store would otherwise start from scratch). The store is
+	// closed when the last gateway using it is closed.
+	Previous *Gateway
+	// Clock is the memory store's clock and the time of X-RateLimit-Reset;
+	// nil means the system clock.
+	Clock ratelimit.Clock
+}
+
+// Gateway is one configuration turned into a handler: the routes with their
+// limits and upstreams, the admin endpoints and the store. Building it dials
+// nothing. It is safe for concurrent use; Close releases the store once no
+// request uses it.
+type Gateway struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *metrics.Metrics
+	store    *sharedStore
+	routes   []*route
+	admin    http.Handler
+	// transport is shared by the proxy routes; Close drops its idle connections.
+	transport *http.Transport
+	// maxHeaderBytes bounds the request line and headers together (SPEC §6.1).
+	maxHeaderBytes int
+	// inflight counts requests being served by this gateway; see Server.
+	inflight atomic.Int64
+	closed   atomic.Bool
+}
+
+// route is one configured route, compiled.
+type route struct {
+	id      string
+	match   *matcher
+	handler http.Handler
+}
+
+// New turns a valid, defaulted configuration (as config.Load returns it) into
+// a Gateway. It returns an error when a part cannot be built, for example a
+// limit the middleware rejects or a store that cannot be configured; it
+// never connects to the store or to an upstream.
+func New(cfg *config.Config, deps Deps) (*Gateway, error) {
+	if cfg == nil {
+		return nil, errors.New("gateway: nil config")
+	}
+	g := &Gateway{cfg: cfg, log: deps.Logger, registry: deps.Registry, maxHeaderBytes: cfg.Server.MaxHeaderBytes}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.registry == nil {
+		g.registry = metrics.NewRegistry()
+	}
+	if g.maxHeaderBytes <= 0 {
+		g.maxHeaderBytes = defaultMaxHeaderBytes
+	}
+	m, err := metrics.New(g.registry)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	g.metrics = m
+	g.store, err = openStore(cfg, deps, g.metrics)
+	if err != nil {
+		return nil, err
+	}
+	ip := &httplimit.IPResolver{TrustedProxies: cfg.Server.TrustedPrefixes()}
+	g.transport = newTransport()
+	var errs []error
+	for i := range cfg.Routes {
+		rt, err := g.buildRoute(&cfg.Routes[i], ip, g.transport, deps.Clock)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("route %q: %w", cfg.Routes[i].ID, err))
+			continue
+		}
+		g.routes = append(g.routes, rt)
+	}
+	if len(errs) > 0 {
+		g.store.release()
+		return nil, fmt.Errorf("gateway: %w", errors.Join(errs...))
+	}
+	g.admin = g.adminHandler()
+	return g, nil
+}
+
+// buildRoute compiles one route: matcher, limits middleware and the final
+// handler (proxy or fixed answer), wrapped to count responses.
+func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transport http.RoundTripper, clock ratelimit.Clock) (*route, error) {
+	var final http.Handler
+	if rc.Respond != nil {
+		final = respondHandler(rc.Respond)
+	} else {
+		target := rc.UpstreamURL()
+		if target == nil {
+			return nil, errors.New("upstream URL not parsed (config not validated)")
+		}
+		final = newProxyHandler(proxyConfig{
+			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
+			preserveHost: rc.PreserveHost, timeout: rc.Timeout,
+		}, transport, g.metrics, g.log)
+	}
+	limits, err := g.limits(rc)
+	if err != nil {
+		return nil, err
+	}
+	if len(limits) > 0 {
+		mw, err := httplimit.New(httplimit.Options{
+			Route:        rc.ID,
+			Limits:       limits,
+			Store:        meteredStore{Store: g.store, metrics: g.metrics, countErrors: g.store.fallback == nil},
+			Clock:        clock,
+			IP:           ip,
+			OnStoreError: g.onStoreError(rc.ID),
+			Observe:      g.observe,
+		})
+		if err != nil {
+			return nil, err
+		}
+		final = mw.Handler(final)
+	}
+	if g.store.fallback != nil && len(limits) > 0 {
+		final = routeTagged(rc.ID, final)
+	}
+	return &route{
+		id:      rc.ID,
+		match:   newMatcher(rc.Match.Path, rc.Match.Methods, rc.Match.Host, rc.Match.Headers),
+		handler: final,
+	}, nil
+}
+
+// limits converts a route's configured limits to the middleware's.
+func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
+	var out []httplimit.Limit
+	var errs []error
+	policy := func(name string) *ratelimit.Policy {
+		p := g.cfg.Policy(name)
+		if p == nil {
+			errs = append(errs, fmt.Errorf("unknown policy %q", name))
+		}
+		return p
+	}
+	for i, lc := range rc.Limits {
+		specs := make([]string, len(lc.Key))
+		for j, part := range lc.Key {
+			specs[j] = part.String()
+		}
+		key, err := httplimit.ParseKeys(specs)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		empty, err := httplimit.ParseEmptyKey(lc.OnEmptyKey)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		l := httplimit.Limit{
+			ID:         strconv.Itoa(i),
+			Policy:     policy(lc.Policy),
+			Key:        key,
+			Cost:       lc.Cost,
+			OnEmptyKey: empty,
+			Shadow:     lc.Shadow,
+		}
+		if len(lc.Overrides) > 0 {
+			l.Overrides = make(map[string]*ratelimit.Policy, len(lc.Overrides))
+			for k, name := range lc.Overrides {
+				l.Overrides[k] = policy(name)
+			}
+		}
+		if lc.Plans != nil {
+			from, err := httplimit.ParseKey(lc.Plans.From.String())
+			if err != nil {
+				errs = append(errs, err)
+			}
+			l.Plans = &httplimit.Plans{From: from, Policies: make(map[string]*ratelimit.Policy, len(lc.Plans.Policies))}
+			for plan, name := range lc.Plans.Policies {
+				l.Plans.Policies[plan] = policy(name)
+			}
+		}
+		out = append(out, l)
+	}
+	return out, errors.Join(errs...)
+}
+
+// observe counts each limit's verdict once (SPEC §6.1).
+func (g *Gateway) observe(_ *http.Request, ev *httplimit.Event) {
+	for i := range ev.Verdicts {
+		v := &ev.Verdicts[i]
+		g.metrics.Decision(ev.Route, v.Policy.Name(), metrics.Result(v.Result))
+	}
+}
+
+// onStoreError answers a store error the middleware could not decide past.
+// A Redis store sits behind store/fallback, which applies on_error itself
+// (SPEC §5). Any other store (memory, or one injected for tests) gets the
+// simple form here: allow admits, local and deny answer 503.
+func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.Request, error) bool {
+	mode := g.cfg.Store.OnError
+	if g.store.fallback != nil {
+		// The fallback store applied on_error and counted it already; an
+		// error reaching here is a denial (deny mode) or not a store failure.
+		return func(w http.ResponseWriter, r *http.Request, err error) bool {
+			g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
+			w.Header().Set("Retry-After", "1")
+			httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
+			return false
+		}
+	}
+	return func(w http.ResponseWriter, r *http.Request, err error) bool {
+		g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
+		if mode == config.OnErrorAllow {
+			g.metrics.FallbackDecision(routeID, mode)
+			return true
+		}
+		if mode == config.OnErrorDeny {
+			g.metrics.FallbackDecision(routeID, mode)
+		}
+		w.Header().Set("Retry-After", "1")
+		httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
+		return false
+	}
+}
+
+// ServeHTTP routes r to the first route whose match holds, or answers 404.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w}
+	if headerBytes(r) > g.maxHeaderBytes {
+		httplimit.WriteProblem(rec, http.StatusRequestHeaderFieldsTooLarge,
+			fmt.Sprintf("The request line and headers exceed %d bytes.", g.maxHeaderBytes))
+		g.metrics.Request("", rec.status())
+		return
+	}
+	for _, rt := range g.routes {
+		if rt.match.match(r) {
+			rt.handler.ServeHTTP(rec, r)
+			g.metrics.Request(rt.id, rec.status())
+			return
+		}
+	}
+	httplimit.WriteProblem(rec, http.StatusNotFound, "No route matches this request.")
+	g.metrics.Request("", rec.status())
+}
+
+// Registry returns the registry the gateway's metrics are on.
+func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
+
+// Config returns the configuration the gateway was built from. It must not be modified.
+func (g *Gateway) Config() *config.Config { return g.cfg }
+
+// Ready reports whether the store answers, within timeout: the readiness
+// condition of /readyz.
+func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if fb := g.store.fallback; fb != nil {
+		// Ready under local and allow: the instance serves either way.
+		if !fb.Ready(ctx) {
+			return errStoreDown
+		}
+		return nil
+	}
+	var out [1]ratelimit.Decision
+	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+}
+
+// errStoreDown is Ready's answer when the fallback says the store is down in deny mode.
+var errStoreDown = errors.New("gateway: store unavailable (on_error deny)")
+
+// readyPolicy is the policy of /readyz's probe, which reads and never writes.
+var readyPolicy = ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "readyz", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Second})
+
+// Close releases the gateway's store (closing it unless a newer gateway
+// shares it). Call it once no request is being served by the gateway;
+// Server does so after a reload. Close is idempotent.
+func (g *Gateway) Close() error {
+	if g.closed.Swap(true) {
+		return nil
+	}
+	g.transport.CloseIdleConnections()
+	return g.store.release()
+}
+
+// errorKind classifies a store error for sluice_store_errors_total
+// (timeout, connection, script or other), as the Redis store defines them.
+func errorKind(err error) metrics.ErrorKind {
+	if k := redis.ErrorKind(err); k != "" {
+		return metrics.ErrorKind(k)
+	}
+	return metrics.KindOther
+}
+
+// routeTagged puts the route id into the request context for the fallback
+// store's sluice_fallback_decisions_total{route}.
+func routeTagged(id string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(withRoute(r.Context(), id)))
+	})
+}

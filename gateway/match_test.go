@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+func TestMatchPath(t *testing.T) {
+	tests := []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"/hello", "/hello", true},
+		{"/hello", "/hello/", false},
+		{"/hello", "/hell", false},
+		{"/api/**", "/api", true},
+		{"/api/**", "/api/", true},
+		{"/api/**", "/api/v1/users/7", true},
+		{"/api/**", "/apix", false},
+		{"/api/**", "/", false},
+		{"/**", "/", true},
+		{"/**", "/anything/at/all", true},
+		{"/users/*", "/users/7", true},
+		{"/users/*", "/users/", false},
+		{"/users/*", "/users", false},
+		{"/users/*", "/users/7/posts", false},
+		{"/users/*/posts", "/users/7/posts", true},
+		{"/users/*/posts", "/users//posts", false},
+		{"/a/**/z", "/a/z", true},
+		{"/a/**/z", "/a/b/c/z", true},
+		{"/a/**/z", "/a/b/c", false},
+		{"/", "/", true},
+		{"/", "/x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pattern+" "+tt.path, func(t *testing.T) {
+			m := newMatcher(tt.pattern, nil, "", nil)
+			r := httptest.NewRequest("GET", "http://x"+tt.path, nil)
+			if got := m.match(r); got != tt.want {
+				t.Errorf("match(%q, %q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMatchMethodsHostHeaders(t *testing.T) {
+	m := newMatcher("/api/**", []string{"GET", "post"}, "API.example.com:443", map[string]string{"x-env": "prod"})
+	tests := []struct {
+		name, method, host, env string
+		want                    bool
+	}{
+		{"all hold", "GET", "api.example.com", "prod", true},
+		{"host with port", "POST", "api.example.com:8080", "prod", true},
+		{"host case", "GET", "Api.Example.Com", "prod", true},
+		{"method", "DELETE", "api.example.com", "prod", false},
+		{"other host", "GET", "www.example.com", "prod", false},
+		{"header value", "GET", "api.example.com", "Prod", false},
+		{"header absent", "GET", "api.example.com", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, "http://"+tt.host+"/api/x", nil)
+			if tt.env != "" {
+				r.Header.Set("X-Env", tt.env)
+			}
+			if got := m.match(r); got != tt.want {
+				t.Errorf("match(%s %s X-Env=%q) = %v, want %v", tt.method, tt.host, tt.env, got, tt.want)
+			}
+		})
+	}
+	v6 := newMatcher("/", nil, "[::1]", nil)
+	if !v6.match(httptest.NewRequest("GET", "http://[::1]:8080/", nil)) {
+		t.Error("host [::1] does not match a request to [::1]:8080")
+	}
+}
+
+func TestStripSegments(t *testing.T) {
+	tests := []struct {
+		path string
+		n    int
+		want string
+	}{
+		{"/api/v1/x", 0, "/api/v1/x"},
+		{"/api/v1/x", 1, "/v1/x"},
+		{"/api/v1/x", 2, "/x"},
+		{"/api/v1/x", 3, "/"},
+		{"/api/v1/x", 9, "/"},
+		{"/api", 1, "/"},
+		{"/api/", 1, "/"},
+		{"/api/x/", 1, "/x/"},
+		{"/a%2Fb/c", 1, "/c"},
+	}
+	for _, tt := range tests {
+		if got := stripSegments(tt.path, tt.n); got != tt.want {
+			t.Errorf("stripSegments(%q, %d) = %q, want %q", tt.path, tt.n, got, tt.want)
+		}
+	}
+}

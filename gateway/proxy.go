@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
+)
+
+// statusClientClosed is recorded when the client leaves before the upstream answers.
+const statusClientClosed = 499
+
+// errUpstreamTimeout is the cancellation cause when a route's timeout passes
+// before the upstream's response headers arrive.
+var errUpstreamTimeout = errors.New("gateway: upstream timeout")
+
+// upstreamTimerKey is the context key of the *time.Timer that enforces a
+// route's timeout; ModifyResponse stops it when the response headers arrive.
+type upstreamTimerKey struct{}
+
+// proxyHandler forwards requests to one route's upstream. It is safe for
+// concurrent use.
+type proxyHandler struct {
+	route   string
+	timeout time.Duration // 0 = none
+	proxy   *httputil.ReverseProxy
+	metrics *metrics.Metrics
+}
+
+// proxyConfig is what a proxy route needs from the configuration.
+type proxyConfig struct {
+	route        string
+	target       *url.URL
+	stripPrefix  int
+	preserveHost bool
+	timeout      time.Duration
+}
+
+// newProxyHandler builds the reverse proxy for one route on a shared transport.
+func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metrics, log *slog.Logger) *proxyHandler {
+	h := &proxyHandler{route: c.route, timeout: c.timeout, metrics: m}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			if c.stripPrefix > 0 {
+				stripped := stripSegments(pr.Out.URL.EscapedPath(), c.stripPrefix)
+				if p, err := url.PathUnescape(stripped); err == nil {
+					pr.Out.URL.Path, pr.Out.URL.RawPath = p, stripped
+				}
+			}
+			// SetURL joins the upstream's base path with the request path and
+			// sends the upstream's host as Host (SPEC §2.1 default).
+			pr.SetURL(c.target)
+			if c.preserveHost {
+				pr.Out.Host = pr.In.Host
+			}
+			// ReverseProxy removed the client's X-Forwarded-* before Rewrite.
+			// SPEC §2.1 appends the TCP peer to the X-Forwarded-For received,
+			// so put that back for SetXForwarded to append to; X-Forwarded-Host
+			// and -Proto are set afresh from the inbound request.
+			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
+			pr.SetXForwarded()
+		},
+		Transport: transport,
+		// -1 flushes after every write, so streaming responses (SSE, chunked
+		// progress) reach the client as they come.
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if t, ok := resp.Request.Context().Value(upstreamTimerKey{}).(*time.Timer); ok && !t.Stop() {
+				return errUpstreamTimeout // the deadline fired as the headers arrived
+			}
+			h.observe(resp.Request.Context())
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			h.observe(r.Context())
+			if context.Cause(r.Context()) == context.Canceled {
+				// The client went away: nobody reads an answer. 499 (nginx's
+				// convention) only shows in metrics and logs.
+				w.WriteHeader(statusClientClosed)
+				return
+			}
+			status := http.StatusBadGateway
+			detail := "The upstream could not be reached."
+			if isTimeout(r.Context(), err) {
+				status, detail = http.StatusGatewayTimeout, "The upstream did not answer in time."
+			}
+			log.Warn("upstream request failed", "route", c.route, "status", status, "error", err)
+			httplimit.WriteProblem(w, status, detail)
+		},
+	}
+	return h
+}
+
+// upstreamStartKey carries the time the upstream call started.
+type upstreamStartKey struct{}
+
+// ServeHTTP forwards r, bounding the wait for the upstream's response headers
+// by the route's timeout. The body then streams without that bound.
+func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := context.WithValue(r.Context(), upstreamStartKey{}, time.Now())
+	if h.timeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := time.AfterFunc(h.timeout, func() { cancel(errUpstreamTimeout) })
+		defer t.Stop()
+		ctx = context.WithValue(ctx, upstreamTimerKey{}, t)
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// observe records the upstream duration once per request.
+func (h *proxyHandler) observe(ctx context.Context) {
+	if start, ok := ctx.Value(upstreamStartKey{}).(time.Time); ok {
+		h.metrics.UpstreamDuration(h.route, time.Since(start))
+	}
+}
+
+// isTimeout reports whether the upstream call failed because the route's
+// timeout passed (or a transport timeout fired).
+func isTimeout(ctx context.Context, err error) bool {
+	if errors.Is(err, errUpstreamTimeout) || context.Cause(ctx) == errUpstreamTimeout {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// newTransport returns the transport shared by every proxy route of one
+// gateway: pooled keep-alive connections, bounded dials and TLS handshakes.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return t
+}

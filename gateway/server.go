@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server runs the public and admin listeners in front of the current
+// Gateway and swaps gateways on reload without dropping a request. It is
+// safe for concurrent use.
+//
+// The listeners and the http.Server timeouts come from the first gateway's
+// configuration; a reload that changes server.listen, admin.listen or a
+// server timeout is logged and takes effect only after a restart.
+type Server struct {
+	log     *slog.Logger
+	cur     atomic.Pointer[Gateway]
+	public  *http.Server
+	admin   *http.Server
+	pubLn   net.Listener
+	adminLn net.Listener
+	errc    chan error
+	retired sync.WaitGroup
+	stop    chan struct{} // closed by Shutdown: retiring gateways stop waiting
+	once    sync.Once
+}
+
+// NewServer returns a Server that will serve g. log nil discards logs.
+func NewServer(g *Gateway, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{log: log, errc: make(chan error, 2), stop: make(chan struct{})}
+	s.cur.Store(g)
+	sc := g.cfg.Server
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	s.public = &http.Server{
+		Handler:           http.HandlerFunc(s.servePublic),
+		ReadHeaderTimeout: sc.ReadHeaderTimeout,
+		ReadTimeout:       sc.ReadTimeout,
+		WriteTimeout:      sc.WriteTimeout,
+		IdleTimeout:       sc.IdleTimeout,
+		MaxHeaderBytes:    g.maxHeaderBytes + serverHeaderSlack,
+		ErrorLog:          errLog,
+	}
+	s.admin = &http.Server{
+		Handler:           http.HandlerFunc(s.serveAdmin),
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          errLog,
+	}
+	return s
+}
+
+// Start binds both listeners and serves in the background. Errors after
+// Start returns arrive on Err.
+func (s *Server) Start() error {
+	cfg := s.cur.Load().cfg
+	var err error
+	if s.pubLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+		return fmt.Errorf("gateway: listen %s: %w", cfg.Server.Listen, err)
+	}
+	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+		s.pubLn.Close()
+		return fmt.Errorf("gateway: admin listen %s: %w", cfg.Admin.Listen, err)
+	}
+	go s.serve(s.public, s.pubLn)
+	go s.serve(s.admin, s.adminLn)
+	s.log.Info("sluice listening", "public", s.pubLn.Addr().String(), "admin", s.adminLn.Addr().String())
+	return nil
+}
+
+func (s *Server) serve(hs *http.Server, ln net.Listener) {
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		s.errc <- err
+	}
+}
+
+// Err delivers an error when a listener stops serving unexpectedly.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Addr returns the public listener's address (after Start).
+func (s *Server) Addr() net.Addr { return s.pubLn.Addr() }
+
+// AdminAddr returns the admin listener's address (after Start).
+func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
+
+// Gateway returns the gateway currently serving.
+func (s *Server) Gateway() *Gateway { return s.cur.Load() }
+
+// acquire returns the current gateway with its in-flight count raised. The
+// second load makes sure a concurrent Swap either sees this request in the
+// old gateway's count or this request moves on to the new gateway.
+func (s *Server) acquire() *Gateway {
+	for {
+		g := s.cur.Load()
+		g.inflight.Add(1)
+		if s.cur.Load() == g {
+			return g
+		}
+		g.inflight.Add(-1)
+	}
+}
+
+func (s *Server) servePublic(w http.ResponseWriter, r *http.Request) {
+	g := s.acquire()
+	defer g.inflight.Add(-1)
+	g.ServeHTTP(w, r)
+}
+
+func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	g := s.acquire()
+	defer g.inflight.Add(-1)
+	g.admin.ServeHTTP(w, r)
+}
+
+// Swap makes g serve every new request and retires the old gateway: it is
+// closed once its in-flight requests have finished, or after its
+// server.shutdown_timeout, whichever comes first.
+func (s *Server) Swap(g *Gateway) {
+	old := s.cur.Swap(g)
+	if old == g {
+		return
+	}
+	oc, nc := old.cfg, g.cfg
+	if oc.Server.Listen != nc.Server.Listen || oc.Admin.Listen != nc.Admin.Listen {
+		s.log.Warn("listen addresses changed; restart sluice to apply", "server.listen", nc.Server.Listen, "admin.listen", nc.Admin.Listen)
+	}
+	if oc.Server.ReadHeaderTimeout != nc.Server.ReadHeaderTimeout || oc.Server.ReadTimeout != nc.Server.ReadTimeout ||
+		oc.Server.WriteTimeout != nc.Server.WriteTimeout || oc.Server.IdleTimeout != nc.Server.IdleTimeout {
+		s.log.Warn("server timeouts changed; restart sluice to apply")
+	}
+	s.retired.Add(1)
+	go func() {
+		defer s.retired.Done()
+		s.retire(old, oc.Server.ShutdownTimeout)
+	}()
+}
+
+// retire waits for old's in-flight requests (at most grace), then closes it.
+func (s *Server) retire(old *Gateway, grace time.Duration) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for old.inflight.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-s.stop:
+		case <-deadline.C:
+			s.log.Warn("closing a replaced configuration with requests still running", "requests", old.inflight.Load())
+			old.Close()
+			return
+		}
+	}
+	if err := old.Close(); err != nil {
+		s.log.Warn("closing a replaced configuration", "error", err)
+	}
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// until ctx is done; requests still running then are cut off (and counted in
+// the log). It then closes every gateway. It returns ctx's error when
+// requests had to be cut off.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.public.Shutdown(ctx)
+	if err != nil {
+		s.log.Warn("shutdown timeout passed; cutting off requests still running", "requests", s.cur.Load().inflight.Load())
+		s.public.Close()
+	}
+	actx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if s.admin.Shutdown(actx) != nil {
+		s.admin.Close()
+	}
+	s.once.Do(func() { close(s.stop) })
+	s.retired.Wait()
+	if cerr := s.cur.Load().Close(); cerr != nil {
+		s.log.Warn("closing the store", "error", cerr)
+	}
+	return err
+}

@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// downStore fails every call as a refused connection does.
+type downStore struct{}
+
+var errRefused = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+func (downStore) Evaluate(context.Context, []ratelimit.Request, []ratelimit.Decision) (bool, error) {
+	return false, errRefused
+}
+func (downStore) Peek(context.Context, []ratelimit.Request, []ratelimit.Decision) error {
+	return errRefused
+}
+func (downStore) Reset(context.Context, []ratelimit.Request) error { return errRefused }
+
+func TestStoreDown(t *testing.T) {
+	for _, tt := range []struct {
+		mode          string
+		status, ready int
+		fallback      string
+	}{
+		{config.OnErrorDeny, 503, 503, `sluice_fallback_decisions_total{mode="deny",route="hello"} 1`},
+		{config.OnErrorAllow, 200, 200, `sluice_fallback_decisions_total{mode="allow",route="hello"} 1`},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			cfg := testConfig(limitedRoute("hello", "/hello", "hi\n"))
+			cfg.Store.OnError = tt.mode
+			g, err := New(cfg, Deps{Store: downStore{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, base, admin := startServer(t, g)
+			code, body, h := get(t, base+"/hello")
+			if code != tt.status {
+				t.Errorf("status with the store down, on_error %s = %d %s, want %d", tt.mode, code, body, tt.status)
+			}
+			if tt.status == 503 && (h.Get("Retry-After") != "1" || !strings.Contains(body, `"error":"Service Unavailable"`)) {
+				t.Errorf("503 answer: Retry-After %q body %s", h.Get("Retry-After"), body)
+			}
+			if code, _, _ := get(t, admin+"/readyz"); code != tt.ready {
+				t.Errorf("/readyz with the store down, on_error %s = %d, want %d", tt.mode, code, tt.ready)
+			}
+			_, metrics, _ := get(t, admin+"/metrics")
+			for _, want := range []string{`sluice_store_errors_total{kind="connection"} 1`, `sluice_store_duration_seconds_count 1`, tt.fallback} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway"
+)
+
+// runCheck validates a config file the way serve loads it, building the
+// gateway too (which dials nothing), and prints every problem as
+// FILE:LINE:COL: message to stderr, or a one-line summary to stdout.
+func runCheck(args []string, env Env) int {
+	file, ok := configFlag("check", args, "sluice.yaml", env)
+	if !ok {
+		return exitUsage
+	}
+	cfg, err := config.Load(file, env.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, errorLines(err))
+		return exitError
+	}
+	g, err := gateway.New(cfg, gateway.Deps{})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", file, err)
+		return exitError
+	}
+	g.Close()
+	fmt.Fprintln(env.Stdout, cfg.Summary(file))
+	return exitOK
+}

@@ -1,0 +1,132 @@
+// Package cli implements sluice's commands: serve, check and version. Run
+// parses the arguments, does the work and returns the process exit code;
+// only this package and cmd/sluice touch arguments, the environment and
+// signals.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/sluice-gw/sluice/config"
+)
+
+// Version and Commit identify the build. Release builds set them with
+// -ldflags "-X github.com/sluice-gw/sluice/internal/cli.Version=v1.2.3
+// -X github.com/sluice-gw/sluice/internal/cli.Commit=abc1234"; otherwise
+// they come from the module build info when there is any.
+var (
+	Version = "dev"
+	Commit  = "unknown"
+)
+
+// Env is what a command takes from the process. Stdout and Stderr must be
+// set; LookupEnv nil means os.LookupEnv; Signals nil means the process's
+// SIGINT, SIGTERM and SIGHUP.
+type Env struct {
+	Stdout, Stderr io.Writer
+	LookupEnv      func(string) (string, bool)
+	// Signals delivers SIGINT/SIGTERM (drain and exit) and SIGHUP (reload).
+	Signals <-chan os.Signal
+	// Started, if not nil, is called once the listeners are bound, with their
+	// addresses (for tests that listen on port 0).
+	Started func(public, admin string)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // invalid config, serve failure
+	exitUsage = 2
+)
+
+const usage = `usage:
+  sluice [serve] [--config FILE]   run the gateway (FILE defaults to sluice.yaml)
+  sluice check --config FILE       validate a config; print every problem
+  sluice version                   print the version
+`
+
+// Run runs the command named by args (without the program name) and returns
+// the exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	if env.LookupEnv == nil {
+		env.LookupEnv = os.LookupEnv
+	}
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, env)
+	case "check":
+		return runCheck(args, env)
+	case "version":
+		fmt.Fprintln(env.Stdout, versionLine())
+		return exitOK
+	case "help":
+		fmt.Fprint(env.Stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(env.Stderr, "sluice: unknown command %q\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// configFlag parses "--config FILE" (also -c); def is the default file.
+func configFlag(name string, args []string, def string, env Env) (string, bool) {
+	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	var file string
+	fs.StringVar(&file, "config", def, "configuration `FILE`")
+	fs.StringVar(&file, "c", def, "shorthand for --config")
+	if err := fs.Parse(args); err != nil {
+		return "", false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "sluice %s: unexpected argument %q\n", name, fs.Arg(0))
+		return "", false
+	}
+	return file, true
+}
+
+// versionLine is `sluice <version> <commit> <go version>`.
+func versionLine() string {
+	v, c := Version, Commit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && c == "unknown" {
+				c = s.Value
+				if len(c) > 12 {
+					c = c[:12]
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("sluice %s %s %s", v, c, runtime.Version())
+}
+
+// newLogger logs text lines to w.
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// errorLines renders a config load error one problem per line.
+func errorLines(err error) string {
+	var errs config.Errors
+	if errors.As(err, &errs) {
+		return errs.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,228 @@
+// Package metrics defines sluice's Prometheus collectors (SPEC §6) and the
+// methods that record gateway events on them.
+//
+// Every label value comes from a bounded set: route ids and policy names from
+// the configuration, status codes, decision results, store error kinds and
+// fallback modes. The rate-limit key is never a label.
+//
+// Collectors are registered on an injected prometheus.Registerer, never the
+// global one. Calling New twice on one registry reuses the collectors already
+// there, so a gateway rebuilt on reload keeps counting where the old one left off.
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Result is the outcome of one limit's decision, the `result` label of
+// sluice_decisions_total.
+type Result string
+
+// Decision results (SPEC §6.1).
+const (
+	// Allowed: the limit would admit the request (even if another limit denied it).
+	Allowed Result = "allowed"
+	// Denied: a non-shadow limit refused the request.
+	Denied Result = "denied"
+	// ShadowDenied: a shadow limit would have refused the request.
+	ShadowDenied Result = "shadow_denied"
+)
+
+// ErrorKind classifies a store failure, the `kind` label of sluice_store_errors_total.
+type ErrorKind string
+
+// Store error kinds (SPEC §6).
+const (
+	KindTimeout    ErrorKind = "timeout"
+	KindConnection ErrorKind = "connection"
+	KindScript     ErrorKind = "script"
+	KindOther      ErrorKind = "other"
+)
+
+// Metrics records gateway events. It is safe for concurrent use. The zero
+// value is not usable; a nil *Metrics records nothing, so code paths that run
+// without metrics need no checks.
+type Metrics struct {
+	requests       *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+	upstream       *prometheus.HistogramVec
+	storeErrors    *prometheus.CounterVec
+	storeDuration  prometheus.Histogram
+	fallback       *prometheus.CounterVec
+	fallbackActive prometheus.Gauge
+}
+
+// New creates sluice's collectors and registers them on reg. When reg already
+// holds collectors of the same name and shape (an earlier New on the same
+// registry), those are reused. It returns an error when reg is nil or holds an
+// incompatible collector under one of sluice's names.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: nil registerer")
+	}
+	m := &Metrics{}
+	var errs []error
+	m.requests = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_requests_total",
+		Help: "Requests answered by the gateway, by route and status code. Route is empty when no route matched.",
+	}, []string{"route", "code"}))
+	m.decisions = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_decisions_total",
+		Help: "Rate-limit decisions, one per limit per request, by route, policy in force and result (allowed, denied, shadow_denied).",
+	}, []string{"route", "policy", "result"}))
+	m.upstream = register(reg, &errs, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_upstream_duration_seconds",
+		Help:    "Time from forwarding a request upstream until the upstream's response headers arrive (or the attempt fails), by route.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route"}))
+	m.storeErrors = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_store_errors_total",
+		Help: "Failed store calls by kind (timeout, connection, script, other).",
+	}, []string{"kind"}))
+	m.storeDuration = register(reg, &errs, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_store_duration_seconds",
+		Help:    "Duration of store calls (one call decides every limit of a request).",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1},
+	}))
+	m.fallback = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_fallback_decisions_total",
+		Help: "Requests decided without the store, by route and on_error mode (local, allow, deny).",
+	}, []string{"route", "mode"}))
+	m.fallbackActive = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_fallback_active",
+		Help: "1 while decisions are made without the store, 0 otherwise.",
+	}))
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return m, nil
+}
+
+// register registers c on reg, or returns the collector already registered
+// under the same descriptor.
+func register[C prometheus.Collector](reg prometheus.Registerer, errs *[]error, c C) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	*errs = append(*errs, err)
+	return c
+}
+
+// NewRegistry returns a fresh registry holding the Go runtime and process
+// collectors, ready for New and Handler.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves the metrics gathered from g in the Prometheus text format.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
+// Request counts one answered request on route with status code. Codes
+// outside 100..599 are recorded as "other".
+func (m *Metrics) Request(route string, code int) {
+	if m == nil {
+		return
+	}
+	c := "other"
+	if code >= 100 && code <= 599 {
+		c = strconv.Itoa(code)
+	}
+	m.requests.WithLabelValues(route, c).Inc()
+}
+
+// Decision counts one limit's verdict on route under the policy in force.
+func (m *Metrics) Decision(route, policy string, r Result) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(route, policy, string(r)).Inc()
+}
+
+// Decisions counts each limit's verdict of one evaluation as SPEC §6.1 says:
+// a limit that admits counts as allowed (even when another denied the
+// request), a shadow limit that refuses as shadow_denied, any other refusal as
+// denied. reqs and ds are parallel.
+func (m *Metrics) Decisions(route string, reqs []ratelimit.Request, ds []ratelimit.Decision) {
+	if m == nil {
+		return
+	}
+	for i := range reqs {
+		m.Decision(route, reqs[i].Policy.Name(), ResultOf(reqs[i], ds[i]))
+	}
+}
+
+// ResultOf classifies one limit's decision.
+func ResultOf(req ratelimit.Request, d ratelimit.Decision) Result {
+	switch {
+	case d.Allowed:
+		return Allowed
+	case req.Shadow:
+		return ShadowDenied
+	default:
+		return Denied
+	}
+}
+
+// UpstreamDuration records how long route's upstream took.
+func (m *Metrics) UpstreamDuration(route string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.upstream.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// StoreError counts one failed store call of the given kind.
+func (m *Metrics) StoreError(kind ErrorKind) {
+	if m == nil {
+		return
+	}
+	m.storeErrors.WithLabelValues(string(kind)).Inc()
+}
+
+// StoreDuration records the duration of one store call.
+func (m *Metrics) StoreDuration(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.storeDuration.Observe(d.Seconds())
+}
+
+// FallbackDecision counts one request on route decided without the store
+// under on_error mode (local, allow or deny).
+func (m *Metrics) FallbackDecision(route, mode string) {
+	if m == nil {
+		return
+	}
+	m.fallback.WithLabelValues(route, mode).Inc()
+}
+
+// SetFallbackActive sets sluice_fallback_active to 1 (true) or 0.
+func (m *Metrics) SetFallbackActive(active bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.fallbackActive.Set(v)
+}

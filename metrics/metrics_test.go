@@ -1,0 +1,129 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+func TestDecisionsCountEachLimitOnce(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "per-user", Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: 1})
+	global := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "global", Algorithm: ratelimit.FixedWindow, Limit: 3, Window: time.Second})
+	reqs := []ratelimit.Request{{Policy: user}, {Policy: global}, {Policy: user, Shadow: true}}
+	tests := []struct {
+		name string
+		ds   []ratelimit.Decision
+		want [3]Result
+	}{
+		{"all admit", []ratelimit.Decision{{Allowed: true}, {Allowed: true}, {Allowed: true}}, [3]Result{Allowed, Allowed, Allowed}},
+		{"global denies", []ratelimit.Decision{{Allowed: true}, {}, {Allowed: true}}, [3]Result{Allowed, Denied, Allowed}},
+		{"shadow refuses", []ratelimit.Decision{{Allowed: true}, {Allowed: true}, {}}, [3]Result{Allowed, Allowed, ShadowDenied}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := range reqs {
+				if got := ResultOf(reqs[i], tt.ds[i]); got != tt.want[i] {
+					t.Errorf("ResultOf(limit %d) = %s, want %s", i, got, tt.want[i])
+				}
+			}
+			m.Decisions("api", reqs, tt.ds)
+		})
+	}
+	want := map[[2]string]float64{
+		{"per-user", "allowed"}:       5,
+		{"per-user", "shadow_denied"}: 1,
+		{"global", "allowed"}:         2,
+		{"global", "denied"}:          1,
+	}
+	for k, v := range want {
+		if got := counterValue(t, m.decisions.WithLabelValues("api", k[0], k[1])); got != v {
+			t.Errorf("sluice_decisions_total{route=api,policy=%s,result=%s} = %v, want %v", k[0], k[1], got, v)
+		}
+	}
+}
+
+func TestNewTwiceReusesCollectors(t *testing.T) {
+	reg := NewRegistry()
+	m1, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1.Request("api", 200)
+	m2, err := New(reg)
+	if err != nil {
+		t.Fatalf("second New on one registry: %v", err)
+	}
+	m2.Request("api", 200)
+	m2.Request("", 404)
+	m2.Request("api", 1000)
+	if got := counterValue(t, m1.requests.WithLabelValues("api", "200")); got != 2 {
+		t.Errorf("requests{api,200} = %v after one request on each Metrics, want 2", got)
+	}
+	m2.UpstreamDuration("api", 20*time.Millisecond)
+	m2.StoreError(KindConnection)
+	m2.StoreDuration(time.Millisecond)
+	m2.FallbackDecision("api", "local")
+	m2.SetFallbackActive(true)
+
+	rec := httptest.NewRecorder()
+	Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`sluice_requests_total{code="200",route="api"} 2`,
+		`sluice_requests_total{code="404",route=""} 1`,
+		`sluice_requests_total{code="other",route="api"} 1`,
+		`sluice_upstream_duration_seconds_count{route="api"} 1`,
+		`sluice_store_errors_total{kind="connection"} 1`,
+		`sluice_store_duration_seconds_count 1`,
+		`sluice_fallback_decisions_total{mode="local",route="api"} 1`,
+		`sluice_fallback_active 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestNewRejectsConflicts(t *testing.T) {
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) = nil error, want an error")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_fallback_active", Help: "x"}))
+	if _, err := New(reg); err == nil {
+		t.Error("New on a registry with a conflicting sluice_fallback_active = nil error, want an error")
+	}
+}
+
+func TestNilMetricsRecordsNothing(t *testing.T) {
+	var m *Metrics
+	m.Request("api", 200)
+	m.Decision("api", "p", Allowed)
+	m.Decisions("api", nil, nil)
+	m.UpstreamDuration("api", time.Second)
+	m.StoreError(KindOther)
+	m.StoreDuration(time.Second)
+	m.FallbackDecision("api", "allow")
+	m.SetFallbackActive(false)
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

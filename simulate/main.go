@@ -1,0 +1,330 @@
+package simulate
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Exit codes of Main.
+const (
+	ExitOK    = 0
+	ExitError = 1 // bad input or a failed run
+	ExitUsage = 2 // bad flags
+)
+
+const usage = `usage: sluice simulate [policies] [traffic] [output]
+
+policies (one of):
+  --policy ALG:FIELD=V,...   a policy; repeat for several, e.g.
+                             --policy token_bucket:capacity=10,rate=1 --policy sliding_log:limit=10,window=1s
+  --algorithm ALG --limit N --window D --capacity N --burst N --rate R --mode M --max-delay D
+                             one policy from single flags
+  --config FILE [--policy NAME]...
+                             policies of a sluice config file (all of them without --policy)
+  --compare [--limit L] [--window W]
+                             all six algorithms with equivalent parameters (defaults L=10, W=1s):
+                             windows limit=L, window=W; token_bucket capacity=L, rate=L/W;
+                             gcra burst=L, rate=L/W; leaky_bucket capacity=L, rate=L/W, police and shape
+  --measure D                W of "max admitted in any window W" (default: the compare window,
+                             else each policy's period: window, or capacity/rate)
+
+traffic:
+  --pattern P     steady | burst | boundary | onoff | poisson | trace (default steady)
+  --duration D    how long requests arrive (default 10s; boundary: 3 windows)
+  --rps R         requests per second for steady, onoff, poisson (default 10)
+  --count N       burst size; boundary: requests on each side (default: the first policy's limit)
+  --period D      repeat a burst every D (default: once)
+  --spread D      boundary: length of each side (default W/10)
+  --on D --off D  onoff phases (default 1s each)
+  --seed N        poisson seed (default 1); the same seed gives the same output
+  --cost N        cost of each generated request (default 1)
+  --trace FILE    CSV rows time,key,cost (time in seconds or as a duration)
+
+output:
+  --step D        timeline step (default 1s)
+  --table=false   summary only, no timeline
+  --svg FILE      write a chart (one panel per policy) as SVG
+  --png FILE      write the chart as PNG
+  --docs DIR      regenerate the charts and outputs of DIR/algorithms.md and exit
+`
+
+// Main runs `sluice simulate` with args (the words after "simulate"),
+// writing the report to stdout and problems to stderr, and returns the exit
+// code: ExitOK, ExitError or ExitUsage. Config files are read without
+// environment variables; see MainEnv.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return MainEnv(args, stdout, stderr, nil)
+}
+
+// MainEnv is Main with lookup resolving ${NAME} in a config file
+// (os.LookupEnv in production; nil means no variables are set).
+func MainEnv(args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	var o opts
+	fs := o.flags()
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return ExitOK
+		}
+		fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, usage)
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice simulate: unexpected argument %q\n\n%s", fs.Arg(0), usage)
+		return ExitUsage
+	}
+	if o.docs != "" {
+		if err := UpdateDocs(o.docs); err != nil {
+			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+			return ExitError
+		}
+		return ExitOK
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	sim, err := o.simulation(lookup)
+	if err != nil {
+		var u usageError
+		if errors.As(err, &u) {
+			fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, usage)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return ExitError
+	}
+	if err := o.run(sim, stdout); err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// usageError is a problem with the flags themselves.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// opts holds the parsed flags.
+type opts struct {
+	policies                      multi
+	config, algorithm, mode, rate string
+	compare, table                bool
+	limit, capacity, burst        int64
+	window, maxDelay, measure     time.Duration
+	pattern, trace                string
+	duration, period, spread      time.Duration
+	on, off, step                 time.Duration
+	rps                           float64
+	count, cost                   int64
+	seed                          uint64
+	svg, png, docs                string
+	set                           map[string]bool
+}
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, " ") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+func (o *opts) flags() *flag.FlagSet {
+	o.set = map[string]bool{}
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.Var(&o.policies, "policy", "")
+	fs.StringVar(&o.config, "config", "", "")
+	fs.BoolVar(&o.compare, "compare", false, "")
+	fs.StringVar(&o.algorithm, "algorithm", "", "")
+	fs.Int64Var(&o.limit, "limit", 0, "")
+	fs.Int64Var(&o.capacity, "capacity", 0, "")
+	fs.Int64Var(&o.burst, "burst", 0, "")
+	fs.StringVar(&o.rate, "rate", "", "")
+	fs.DurationVar(&o.window, "window", 0, "")
+	fs.StringVar(&o.mode, "mode", "", "")
+	fs.DurationVar(&o.maxDelay, "max-delay", 0, "")
+	fs.DurationVar(&o.measure, "measure", 0, "")
+	fs.StringVar(&o.pattern, "pattern", Steady, "")
+	fs.DurationVar(&o.duration, "duration", 0, "")
+	fs.Float64Var(&o.rps, "rps", 10, "")
+	fs.Int64Var(&o.count, "count", 0, "")
+	fs.DurationVar(&o.period, "period", 0, "")
+	fs.DurationVar(&o.spread, "spread", 0, "")
+	fs.DurationVar(&o.on, "on", time.Second, "")
+	fs.DurationVar(&o.off, "off", time.Second, "")
+	fs.Uint64Var(&o.seed, "seed", 1, "")
+	fs.Int64Var(&o.cost, "cost", 1, "")
+	fs.StringVar(&o.trace, "trace", "", "")
+	fs.DurationVar(&o.step, "step", time.Second, "")
+	fs.BoolVar(&o.table, "table", true, "")
+	fs.StringVar(&o.svg, "svg", "", "")
+	fs.StringVar(&o.png, "png", "", "")
+	fs.StringVar(&o.docs, "docs", "", "")
+	return fs
+}
+
+// specs builds the policies the flags ask for.
+func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
+	single := o.algorithm != "" || o.capacity != 0 || o.burst != 0 || o.rate != "" || o.mode != "" || o.maxDelay != 0 ||
+		(!o.compare && (o.limit != 0 || o.window != 0))
+	ways := 0
+	for _, b := range []bool{o.compare, single, o.config != "", len(o.policies) > 0 && o.config == ""} {
+		if b {
+			ways++
+		}
+	}
+	switch {
+	case ways == 0:
+		return nil, usageError{"no policy: give --policy, --algorithm, --config or --compare"}
+	case ways > 1:
+		return nil, usageError{"give policies one way only: --policy, --algorithm and its fields, --config, or --compare"}
+	}
+	var specs []Spec
+	switch {
+	case o.compare:
+		l, w := o.limit, o.window
+		if l == 0 {
+			l = 10
+		}
+		if w == 0 {
+			w = time.Second
+		}
+		s, err := CompareSpecs(l, w)
+		if err != nil {
+			return nil, err
+		}
+		specs = s
+	case single:
+		c := ratelimit.PolicyConfig{Algorithm: ratelimit.Algorithm(o.algorithm), Limit: o.limit, Capacity: o.capacity,
+			Burst: o.burst, Window: o.window, Mode: ratelimit.Mode(o.mode), MaxDelay: o.maxDelay}
+		if o.rate != "" {
+			r, err := config.ParseRate(o.rate)
+			if err != nil {
+				return nil, err
+			}
+			c.Rate = r
+		}
+		p, err := ratelimit.NewPolicy(c)
+		if err != nil {
+			return nil, err
+		}
+		specs = []Spec{{Label: label(p), Policy: p}}
+	case o.config != "":
+		s, err := configSpecs(o.config, o.policies, lookup)
+		if err != nil {
+			return nil, err
+		}
+		specs = s
+	default:
+		for _, s := range o.policies {
+			sp, err := ParsePolicy(s)
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, sp)
+		}
+	}
+	if o.measure != 0 {
+		if o.measure < time.Microsecond {
+			return nil, fmt.Errorf("--measure must be at least 1µs, got %v", o.measure)
+		}
+		for i := range specs {
+			specs[i].Window = o.measure
+		}
+	}
+	return specs, nil
+}
+
+// configSpecs loads the named policies (all if names is empty) of a config file.
+func configSpecs(path string, names []string, lookup func(string) (string, bool)) ([]Spec, error) {
+	cfg, err := config.Load(path, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		names = cfg.PolicyNames()
+	}
+	var specs []Spec
+	for _, n := range names {
+		p := cfg.Policy(n)
+		if p == nil {
+			return nil, fmt.Errorf("%s: no policy %q (defined: %s)", path, n, strings.Join(cfg.PolicyNames(), ", "))
+		}
+		specs = append(specs, Spec{Label: n, Policy: p})
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("%s defines no policies", path)
+	}
+	return specs, nil
+}
+
+// simulation builds the Simulation the flags describe.
+func (o *opts) simulation(lookup func(string) (string, bool)) (Simulation, error) {
+	specs, err := o.specs(lookup)
+	if err != nil {
+		return Simulation{}, err
+	}
+	first := specs[0]
+	p := Pattern{Kind: o.pattern, Duration: o.duration, RPS: o.rps, Count: o.count, Period: o.period,
+		Spread: o.spread, On: o.on, Off: o.off, Seed: o.seed, Cost: o.cost}
+	if p.Count == 0 {
+		p.Count = first.Policy.Max()
+	}
+	if p.Kind == Boundary {
+		p.Window = time.Duration(first.window()) * time.Microsecond
+	}
+	if p.Duration == 0 {
+		p.Duration = 10 * time.Second
+		if p.Kind == Boundary {
+			p.Duration = 3 * p.Window
+		}
+	}
+	sim := Simulation{Pattern: p, Specs: specs, Step: o.step}
+	if (o.trace != "") != (p.Kind == Trace) {
+		return Simulation{}, usageError{"--trace FILE goes with --pattern trace"}
+	}
+	if o.trace != "" {
+		f, err := os.Open(o.trace)
+		if err != nil {
+			return Simulation{}, err
+		}
+		defer f.Close()
+		ev, err := ReadTrace(f)
+		if err != nil {
+			return Simulation{}, fmt.Errorf("%s: %w", o.trace, err)
+		}
+		sim.Pattern.Recorded, sim.Source = ev, o.trace
+		if !o.set["duration"] {
+			sim.Pattern.Duration = 0
+		}
+	}
+	return sim, nil
+}
+
+// run simulates and writes the report and charts.
+func (o *opts) run(sim Simulation, stdout io.Writer) error {
+	rep, err := sim.Run()
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct{ file, format string }{{o.svg, SVG}, {o.png, PNG}} {
+		if c.file == "" {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := rep.WriteChart(&buf, c.format); err != nil {
+			return err
+		}
+		if err := os.WriteFile(c.file, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return rep.WriteText(stdout, o.table)
+}

@@ -1,0 +1,199 @@
+package simulate
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Bucket counts one step of a timeline for one policy.
+type Bucket struct {
+	// Start is the bucket's start since Epoch; it spans [Start, Start+step).
+	Start time.Duration
+	// Sent counts requests arriving in the bucket.
+	Sent int64
+	// Admitted and Denied count the bucket's arrivals by verdict.
+	Admitted, Denied int64
+	// Out counts admitted requests forwarded in the bucket: at arrival, or
+	// after the shape-mode delay.
+	Out int64
+	// Peak is the most units of one key forwarded in any window W (the spec's
+	// window) that ends within the bucket.
+	Peak int64
+}
+
+// Summary is what one policy did over a whole simulation.
+type Summary struct {
+	Label  string
+	Policy string
+	// Window is W of MaxInWindow and of the exact comparison.
+	Window time.Duration
+	// Requests, Admitted and Denied count requests.
+	Requests, Admitted, Denied int64
+	// MaxInWindow is the most units of one key forwarded in any window W.
+	MaxInWindow int64
+	// Limit is the policy's capacity, limit or burst.
+	Limit int64
+	// Shape reports leaky-bucket shape mode; only then are waits non-zero.
+	Shape bool
+	// MeanWait and MaxWait are over admitted requests.
+	MeanWait, MaxWait time.Duration
+	// OutRateVariance is the population variance of the forwarded rate, per
+	// second squared, over the buckets of the timeline.
+	OutRateVariance float64
+	// WronglyAllowed and WronglyDenied count requests on which the policy and
+	// an exact sliding log of (Limit, Window) over the policy's own admitted
+	// history disagree.
+	WronglyAllowed, WronglyDenied int64
+}
+
+// End returns the end of the timeline for results: the first multiple of
+// step at or after both duration and the last forwarding time, and at least
+// one step.
+func End(results []Result, events []Event, duration, step time.Duration) time.Duration {
+	end := duration
+	for _, r := range results {
+		for i, o := range r.Outcomes {
+			if o.Allowed {
+				end = max(end, events[i].At+o.Delay+1)
+			}
+		}
+	}
+	if len(events) > 0 {
+		end = max(end, events[len(events)-1].At+1)
+	}
+	n := max(1, (end+step-1)/step)
+	return n * step
+}
+
+// Timeline counts r's outcomes in buckets of step over [0, end).
+func Timeline(r Result, events []Event, step, end time.Duration) []Bucket {
+	n := int((end + step - 1) / step)
+	b := make([]Bucket, n)
+	for i := range b {
+		b[i].Start = time.Duration(i) * step
+	}
+	at := func(t time.Duration) *Bucket { return &b[min(n-1, int(t/step))] }
+	for i, o := range r.Outcomes {
+		e := at(events[i].At)
+		e.Sent++
+		if o.Allowed {
+			e.Admitted++
+			at(events[i].At+o.Delay).Out++
+		} else {
+			e.Denied++
+		}
+	}
+	w := r.window()
+	for _, k := range forwarded(r, events) {
+		for i := range b {
+			lo, hi := b[i].Start.Microseconds(), (b[i].Start + step).Microseconds()
+			b[i].Peak = max(b[i].Peak, k.peak(lo, hi, w))
+		}
+	}
+	return b
+}
+
+// keyLog is one key's forwarding times (µs, sorted) with prefix sums of units.
+type keyLog struct {
+	at  []int64
+	pre []int64 // pre[i] = units of at[:i]
+}
+
+// forwarded groups r's admitted requests by key, in key order.
+func forwarded(r Result, events []Event) []keyLog {
+	type fw struct{ at, n int64 }
+	by := map[string][]fw{}
+	for i, o := range r.Outcomes {
+		if o.Allowed {
+			e := events[i]
+			by[e.Key] = append(by[e.Key], fw{(e.At + o.Delay).Microseconds(), e.Cost})
+		}
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	logs := make([]keyLog, 0, len(keys))
+	for _, k := range keys {
+		f := by[k]
+		slices.SortStableFunc(f, func(a, b fw) int { return int(min(max(a.at-b.at, -1), 1)) })
+		l := keyLog{at: make([]int64, len(f)), pre: make([]int64, len(f)+1)}
+		for i, x := range f {
+			l.at[i], l.pre[i+1] = x.at, l.pre[i]+x.n
+		}
+		logs = append(logs, l)
+	}
+	return logs
+}
+
+// count returns the units forwarded in (t−w, t].
+func (k keyLog) count(t, w int64) int64 {
+	upto := func(x int64) int { return sort.Search(len(k.at), func(i int) bool { return k.at[i] > x }) }
+	return k.pre[upto(t)] - k.pre[upto(t-w)]
+}
+
+// peak returns the most units in (t−w, t] for any t in [lo, hi). The count
+// only rises at a forwarding time, so the maximum is at lo or at one of them.
+func (k keyLog) peak(lo, hi, w int64) int64 {
+	p := k.count(lo, w)
+	i := sort.Search(len(k.at), func(i int) bool { return k.at[i] > lo })
+	for ; i < len(k.at) && k.at[i] < hi; i++ {
+		p = max(p, k.count(k.at[i], w))
+	}
+	return p
+}
+
+// Summarize computes r's summary; buckets is r's timeline of width step.
+func Summarize(r Result, events []Event, buckets []Bucket, step time.Duration) Summary {
+	s := Summary{
+		Label:  r.Label,
+		Policy: r.Policy.String(),
+		Window: time.Duration(r.window()) * time.Microsecond,
+		Limit:  r.Policy.Max(),
+		Shape:  r.Policy.Algorithm() == ratelimit.LeakyBucket && r.Policy.Mode() == ratelimit.Shape,
+	}
+	var wait time.Duration
+	for _, o := range r.Outcomes {
+		s.Requests++
+		if o.Allowed {
+			s.Admitted++
+			wait += o.Delay
+			s.MaxWait = max(s.MaxWait, o.Delay)
+		} else {
+			s.Denied++
+		}
+		switch {
+		case o.Allowed && !o.Exact:
+			s.WronglyAllowed++
+		case !o.Allowed && o.Exact:
+			s.WronglyDenied++
+		}
+	}
+	if s.Admitted > 0 {
+		s.MeanWait = (wait / time.Duration(s.Admitted)).Round(time.Microsecond)
+	}
+	w := r.window()
+	for _, k := range forwarded(r, events) {
+		for _, t := range k.at {
+			s.MaxInWindow = max(s.MaxInWindow, k.count(t, w))
+		}
+	}
+	if len(buckets) > 0 {
+		rates := make([]float64, len(buckets))
+		mean := 0.0
+		for i, b := range buckets {
+			rates[i] = float64(b.Out) / step.Seconds()
+			mean += rates[i]
+		}
+		mean /= float64(len(rates))
+		for _, x := range rates {
+			s.OutRateVariance += (x - mean) * (x - mean)
+		}
+		s.OutRateVariance /= float64(len(rates))
+	}
+	return s
+}

@@ -1,0 +1,265 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// call is one script run: the requests it covers (indices into reqs), and
+// its KEYS and ARGV.
+type call struct {
+	idx  []int
+	keys []string
+	args []string
+}
+
+// limitReply is one limit's part of main.lua's reply.
+type limitReply struct {
+	allowed, consumed        bool
+	remaining, reset, retry  int64
+	delay, extra             int64
+	viewRemaining, viewReset int64
+}
+
+// Evaluate decides reqs all-or-nothing in one script run (on Cluster: one
+// per hash slot the limits occupy, see the package documentation) and
+// writes each limit's decision into out. It returns
+// [ratelimit.ErrInvalidCost] (wrapped) for a bad request, and on a Redis
+// failure an error that [ErrorKind] classifies; out is then undefined.
+func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+		return false, fmt.Errorf("redis store: %w", err)
+	}
+	if len(reqs) == 0 {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := s.client(ctx)
+	if err != nil {
+		return false, err
+	}
+	now := s.now()
+	if c.cluster && len(reqs) > 1 {
+		if groups := slotGroups(reqs); len(groups) > 1 {
+			return s.evaluateSlots(ctx, c, reqs, out, groups, now)
+		}
+	}
+	cl := s.newCall(modeEvaluate, now, reqs, nil)
+	overall, reps, err := s.run(ctx, c, cl, len(reqs))
+	if err != nil {
+		return false, err
+	}
+	for i := range reqs {
+		out[i] = reps[i].decision(reqs[i].Policy)
+	}
+	return overall, nil
+}
+
+// Peek writes each limit's current state into out without consuming
+// anything: Allowed tells whether a request of the given Cost would be
+// admitted, Remaining and Reset are as they stand now.
+func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+		return fmt.Errorf("redis store: %w", err)
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := s.client(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	groups := [][]int{nil}
+	if c.cluster && len(reqs) > 1 {
+		groups = slotGroups(reqs)
+	}
+	calls := make([]call, len(groups))
+	for g, idx := range groups {
+		calls[g] = s.newCall(modePeek, now, reqs, idx)
+	}
+	results := s.runAll(ctx, c, calls, len(reqs))
+	for g, r := range results {
+		if r.err != nil {
+			return r.err
+		}
+		for j, i := range calls[g].indices(len(reqs)) {
+			out[i] = r.reps[j].decision(reqs[i].Policy)
+		}
+	}
+	return nil
+}
+
+// Reset deletes each limit's keys, restoring its full budget.
+func (s *Store) Reset(ctx context.Context, reqs []ratelimit.Request) error {
+	for i := range reqs {
+		if reqs[i].Policy == nil {
+			return fmt.Errorf("redis store: %w", ratelimit.CheckRequests(reqs[i:i+1], make([]ratelimit.Decision, 1)))
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := s.client(ctx)
+	if err != nil {
+		return err
+	}
+	// One DEL per limit: a limit's keys share a slot, different limits may not.
+	cmds := make(rueidis.Commands, len(reqs))
+	for i, r := range reqs {
+		keys := appendKeys(nil, s.prefix, tag(r.Key), specOf(r.Policy))
+		cmds[i] = c.c.B().Del().Key(keys...).Build()
+	}
+	for _, res := range c.c.DoMulti(ctx, cmds...) {
+		if err := res.Error(); err != nil {
+			return wrap("reset", err)
+		}
+	}
+	return nil
+}
+
+// slotGroups returns the request indices grouped by hash slot, in order of
+// first appearance.
+func slotGroups(reqs []ratelimit.Request) [][]int {
+	var groups [][]int
+	var slots []uint16
+next:
+	for i, r := range reqs {
+		sl := slot(tag(r.Key))
+		for g, s := range slots {
+			if s == sl {
+				groups[g] = append(groups[g], i)
+				continue next
+			}
+		}
+		slots = append(slots, sl)
+		groups = append(groups, []int{i})
+	}
+	return groups
+}
+
+// indices returns the request indices a call covers.
+func (cl *call) indices(n int) []int {
+	if cl.idx != nil {
+		return cl.idx
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// newCall builds the script arguments for reqs[idx] (all of reqs if idx is nil).
+func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) call {
+	n := len(reqs)
+	if idx != nil {
+		n = len(idx)
+	}
+	cl := call{idx: idx, keys: make([]string, 0, n), args: make([]string, 0, 2+7*n)}
+	cl.args = append(cl.args, mode, now)
+	for j := range n {
+		r := &reqs[j]
+		if idx != nil {
+			r = &reqs[idx[j]]
+		}
+		p := r.Policy
+		sp := specOf(p)
+		cl.keys = appendKeys(cl.keys, s.prefix, tag(r.Key), sp)
+		shape, shadow := "0", "0"
+		if p.Mode() == ratelimit.Shape {
+			shape = "1"
+		}
+		if r.Shadow {
+			shadow = "1"
+		}
+		cl.args = append(cl.args, sp.code,
+			strconv.FormatInt(p.Max(), 10),
+			strconv.FormatInt(per(p), 10),
+			shape,
+			strconv.FormatInt(p.MaxDelayMicros(), 10),
+			strconv.FormatInt(r.EffectiveCost(), 10),
+			shadow)
+	}
+	return cl
+}
+
+// per returns the interval (buckets, gcra) or window (window algorithms) in µs.
+func per(p *ratelimit.Policy) int64 {
+	if w := p.WindowMicros(); w > 0 {
+		return w
+	}
+	return p.IntervalMicros()
+}
+
+// run executes main.lua once and decodes its reply for n limits.
+func (s *Store) run(ctx context.Context, c *conn, cl call, total int) (bool, []limitReply, error) {
+	vals, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).AsIntSlice()
+	if err != nil {
+		return false, nil, wrap("run script", err)
+	}
+	n := total
+	if cl.idx != nil {
+		n = len(cl.idx)
+	}
+	if len(vals) != replyHeader+replyPerLimit*n {
+		return false, nil, fmt.Errorf("redis store: run script: %w: %d integers for %d limits", errBadReply, len(vals), n)
+	}
+	reps := make([]limitReply, n)
+	for j := range reps {
+		v := vals[replyHeader+replyPerLimit*j:]
+		reps[j] = limitReply{
+			allowed: v[0] == 1, remaining: v[1], reset: v[2], retry: v[3], delay: v[4],
+			consumed: v[5] == 1, extra: v[6], viewRemaining: v[7], viewReset: v[8],
+		}
+	}
+	return vals[0] == 1, reps, nil
+}
+
+// result is the outcome of one call in runAll.
+type result struct {
+	overall bool
+	reps    []limitReply
+	err     error
+}
+
+// runAll executes the calls concurrently (each is one slot's script run).
+func (s *Store) runAll(ctx context.Context, c *conn, calls []call, total int) []result {
+	results := make([]result, len(calls))
+	if len(calls) == 1 {
+		results[0].overall, results[0].reps, results[0].err = s.run(ctx, c, calls[0], total)
+		return results
+	}
+	var wg sync.WaitGroup
+	for g := range calls {
+		wg.Go(func() {
+			results[g].overall, results[g].reps, results[g].err = s.run(ctx, c, calls[g], total)
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// decision converts a limit's reply.
+func (r *limitReply) decision(p *ratelimit.Policy) ratelimit.Decision {
+	return ratelimit.Decision{
+		Allowed:    r.allowed,
+		Limit:      p.Max(),
+		Remaining:  r.remaining,
+		Reset:      time.Duration(r.reset) * time.Microsecond,
+		RetryAfter: time.Duration(r.retry) * time.Microsecond,
+		Delay:      time.Duration(r.delay) * time.Microsecond,
+	}
+}

@@ -1,0 +1,113 @@
+-- sliding_log.lua mirrors ratelimit.slidingLogAt (ratelimit/slidinglog.go)
+-- step for step: an exact log of the admitted requests in (now−w, now].
+-- keys[1] is a sorted set with one member per admitted request, scored by
+-- its time in µs; the member "seq:cost" is unique (seq counts admissions),
+-- so two requests in the same µs stay two entries. keys[2] holds the pair
+-- (total, seq): the sum of the costs in the set and the last seq used.
+-- Admits when the sum of the costs in the window + n ≤ l.
+--
+-- The definitions are wrapped in sliding_log(), which returns the algorithm's
+-- entry for main.lua and refund.lua: a script runs its whole text on every
+-- call, so only the algorithms a call uses get their functions built.
+local function sliding_log()
+  local LOG_PAGE = 256
+
+  -- log_cost returns the cost recorded in a member "seq:cost".
+  local function log_cost(member)
+    return tonumber(string.match(member, ':(%d+)$'))
+  end
+
+  -- last_entry returns the time of the newest entry.
+  local function last_entry(key)
+    return tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  end
+
+  local function load_sliding_log(keys)
+    local s = {set = false, key = keys[1], total = 0, seq = 0}
+    local v = redis.call('GET', keys[2])
+    if v then
+      s.set = true
+      s.total, s.seq = unpack2(v)
+    end
+    return s
+  end
+
+  local function sliding_log_at(p, s, now, n)
+    local l, w = p.max, p.per
+    -- entries at or before now−w have left the window (Go drops them from
+    -- the front of the log; here they are subtracted, and removed on save)
+    local used = s.total
+    if s.set then
+      local gone = redis.call('ZRANGEBYSCORE', s.key, '-inf', int(now - w))
+      for _, m in ipairs(gone) do
+        used = used - log_cost(m)
+      end
+    end
+    local d = decision()
+    local newest = nil -- time of the last entry in the window
+    if n <= l - used then -- used + n ≤ l, without leaving 2^53
+      used = used + n
+      -- Keep the log ordered even if the clock went back, so that reset (the
+      -- key's TTL) covers every entry.
+      local at = now
+      if used > n then
+        at = math.max(at, last_entry(s.key))
+      end
+      d.allowed = true
+      s = {set = true, key = s.key, total = used, seq = s.seq + 1, at = at, cost = n, cut = now - w}
+      newest = at
+    else
+      -- wait until enough of the oldest entries have left the window
+      local need, freed, offset, found = n - (l - used), 0, 0, false
+      while not found do
+        local page = redis.call('ZRANGEBYSCORE', s.key, '(' .. int(now - w), '+inf',
+          'WITHSCORES', 'LIMIT', int(offset), int(LOG_PAGE))
+        if #page == 0 then
+          break
+        end
+        for i = 1, #page, 2 do
+          freed = freed + log_cost(page[i])
+          if freed >= need then
+            d.retry = tonumber(page[i + 1]) + w - now
+            found = true
+            break
+          end
+        end
+        offset = offset + LOG_PAGE
+      end
+      if used > 0 then
+        newest = last_entry(s.key)
+      end
+    end
+    d.remaining = l - used
+    if newest then
+      d.reset = newest + w - now
+    end
+    return s, d
+  end
+
+  local function save_sliding_log(keys, s, ttl_ms)
+    redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', int(s.cut))
+    redis.call('ZADD', keys[1], int(s.at), int(s.seq) .. ':' .. int(s.cost))
+    redis.call('PEXPIRE', keys[1], ttl_ms)
+    redis.call('SET', keys[2], pack2(s.total, s.seq), 'PX', ttl_ms)
+  end
+
+  -- sliding_log_refund removes the entry a committed request added (its seq
+  -- is extra) when a limit in another Cluster slot denied it.
+  local function sliding_log_refund(p, keys, now, n, extra)
+    if redis.call('ZREM', keys[1], int(extra) .. ':' .. int(n)) == 0 then
+      return -- already gone: expired or reset
+    end
+    if redis.call('ZCARD', keys[1]) == 0 then
+      redis.call('DEL', keys[1], keys[2])
+      return
+    end
+    local s = load_sliding_log(keys)
+    if s.set then
+      redis.call('SET', keys[2], pack2(math.max(0, s.total - n), s.seq), 'KEEPTTL')
+    end
+  end
+
+  return {nkeys = 2, load = load_sliding_log, save = save_sliding_log, step = sliding_log_at, refund = sliding_log_refund}
+end

@@ -1,0 +1,133 @@
+-- sliding_window.lua mirrors ratelimit.slidingWindowAt
+-- (ratelimit/slidingwindow.go) step for step: the sliding-window counter.
+-- State t = current window index k, n = units admitted in window k, prev = in
+-- window k−1, stored as "n:prev:t". The previous window's count is weighted
+-- by the part of it still inside the sliding window:
+-- estimate = prev·(w−elapsed)/w + curr. Admits when estimate + n ≤ l.
+--
+-- The floating-point expressions are evaluated in exactly the order of the
+-- Go code, so both sides round alike.
+--
+-- The definitions are wrapped in sliding_window(), which returns the algorithm's
+-- entry for main.lua and refund.lua: a script runs its whole text on every
+-- call, so only the algorithms a call uses get their functions built.
+local function sliding_window()
+  -- weighted mirrors ratelimit.weighted: count·(part/w).
+  local function weighted(count, part, w)
+    return count * (part / w)
+  end
+
+  -- sliding_retry mirrors ratelimit.slidingRetry.
+  local function sliding_retry(l, w, elapsed, curr, prev, n)
+    local function fits(e, c, pv)
+      return weighted(pv, w - e, w) + c + n <= l
+    end
+    if n <= l - curr and prev > 0 then -- curr + n ≤ l, without leaving 2^53
+      -- need prev·(w−e)/w ≤ l−curr−n  ⇔  e ≥ w − (l−curr−n)·w/prev
+      local e = w - math.floor((l - curr - n) * (w / prev))
+      e = math.max(e, elapsed + 1)
+      while e < w and not fits(e, curr, prev) do
+        e = e + 1
+      end
+      while e - 1 > elapsed and fits(e - 1, curr, prev) do -- the float formula may overshoot by 1µs
+        e = e - 1
+      end
+      if e < w then
+        return e - elapsed
+      end
+    end
+    -- next window: prev' = curr, curr' = 0
+    if curr == 0 then
+      return w - elapsed
+    end
+    local e = w - math.floor((l - n) * (w / curr))
+    -- For a real request (n ≤ l) e ≤ w already. Only main.lua's view asks
+    -- with n = 2·l, where e can pass 2^53 and e − 1 == e would loop
+    -- forever (Go's int64 conversion overflows to 0 instead): clamp.
+    e = math.min(w, math.max(e, 0))
+    while e < w and not fits(e, 0, curr) do
+      e = e + 1
+    end
+    while e > 0 and fits(e - 1, 0, curr) do
+      e = e - 1
+    end
+    return w - elapsed + e
+  end
+
+  local function sliding_window_at(p, s, now, n)
+    local l, w = p.max, p.per
+    local idx = quo(now, w)
+    local curr, prev = 0, 0
+    if s.set then
+      if s.t >= idx then
+        -- s.t > idx only if the clock went back: keep the newer window.
+        idx, curr, prev = s.t, s.n, s.prev
+      elseif s.t == idx - 1 then
+        prev = s.n
+      end
+    end
+    local elapsed = math.max(0, now - idx * w)
+    -- lag > 0 only if the clock went back: then nothing changes until the
+    -- newer window starts, and reset (the key's TTL) and retry wait for it too.
+    local lag = math.max(0, idx * w - now)
+    local est = weighted(prev, w - elapsed, w) + curr
+    local d = decision()
+    if est + n <= l then
+      curr = curr + n
+      est = est + n
+      d.allowed = true
+      s = {set = true, n = curr, prev = prev, t = idx}
+    else
+      d.retry = lag + sliding_retry(l, w, elapsed, curr, prev, n)
+    end
+    d.remaining = math.max(0, l - math.ceil(est))
+    if curr > 0 then
+      d.reset = lag + 2 * w - elapsed
+    elseif prev > 0 then
+      d.reset = lag + w - elapsed
+    end
+    return s, d
+  end
+
+  local function load_sliding_window(keys)
+    local v = redis.call('GET', keys[1])
+    if not v then
+      return no_state()
+    end
+    local n, prev, t = string.match(v, '^(%d+):(%d+):(%-?%d+)$')
+    return {set = true, n = tonumber(n), prev = tonumber(prev), t = tonumber(t)}
+  end
+
+  local function save_sliding_window(keys, s, ttl_ms, keep)
+    local v = string.format('%d:%d:%d', s.n, s.prev, s.t)
+    if keep then
+      redis.call('SET', keys[1], v, 'KEEPTTL')
+    else
+      redis.call('SET', keys[1], v, 'PX', ttl_ms)
+    end
+  end
+
+  -- sliding_window_refund takes back the n units a committed request counted
+  -- in window extra: from the current count if that window is still current,
+  -- from the previous count if one more window has started since.
+  local function sliding_window_refund(p, keys, now, n, extra)
+    local s = load_sliding_window(keys)
+    if not s.set then
+      return
+    end
+    if s.t == extra then
+      s.n = math.max(0, s.n - n)
+    elseif s.t == extra + 1 then
+      s.prev = math.max(0, s.prev - n)
+    else
+      return
+    end
+    if s.n == 0 and s.prev == 0 then
+      redis.call('DEL', keys[1])
+      return
+    end
+    save_sliding_window(keys, s, 0, true)
+  end
+
+  return {nkeys = 1, load = load_sliding_window, save = save_sliding_window, step = sliding_window_at, refund = sliding_window_refund}
+end

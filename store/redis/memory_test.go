@@ -1,0 +1,93 @@
+package redis
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+var memReport = flag.String("redis.memreport", "", "write the MEMORY USAGE table of TestMemoryUsage to this file")
+
+// TestMemoryUsage measures MEMORY USAGE of each algorithm's keys after one
+// admitted request (Redis TIME, default prefix length) and checks the goal
+// of at most 100 bytes per token_bucket and gcra key (issue 3, item 6). With
+// -redis.memreport=FILE it writes the table there.
+func TestMemoryUsage(t *testing.T) {
+	c := standaloneRedis(t)
+	s, err := NewFromClient(c, Options{Timeout: 5 * time.Second}) // prefix "sluice", as in production
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rows := []struct {
+		cfg  ratelimit.PolicyConfig
+		goal int64 // 0: no goal
+	}{
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10, Rate: 1}, 100},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 100, Rate: 10}, 100},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10000, Rate: 100}, 0},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 20, Rate: 10}, 100},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 10000, Rate: 100}, 100},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 10, Rate: 5}, 0},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 100, Window: time.Hour}, 0},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: 100, Window: time.Minute}, 0},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0},
+	}
+	var table strings.Builder
+	table.WriteString("| policy | key | MEMORY USAGE (bytes) | encoding |\n|---|---|---|---|\n")
+	for i, row := range rows {
+		p := ratelimit.MustPolicy(row.cfg)
+		req := ratelimit.Request{Key: fmt.Sprintf("memory-%d-%d", time.Now().UnixNano(), i), Policy: p}
+		evaluate(t, s, req)
+		keys := appendKeys(nil, s.prefix, tag(req.Key), specOf(p))
+		t.Cleanup(func() { c.Do(ctx, c.B().Del().Key(keys...).Build()) })
+		for _, k := range keys {
+			n, err := c.Do(ctx, c.B().MemoryUsage().Key(k).Samples(0).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := c.Do(ctx, c.B().ObjectEncoding().Key(k).Build()).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&table, "| %v | `%s` | %d | %s |\n", p, k, n, enc)
+			if row.goal > 0 && n > row.goal {
+				t.Errorf("%v: MEMORY USAGE %s = %d bytes, goal ≤ %d", p, k, n, row.goal)
+			}
+		}
+	}
+	t.Log("\n" + table.String())
+	if *memReport == "" {
+		return
+	}
+	info, err := standalone.Info("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := fmt.Sprintf(`# Redis memory per key (store/redis)
+
+Measured %s with redis-server %s (%s), after one admitted request per key
+(Redis TIME, default prefix "sluice", 22-character hash tag), by:
+
+    go test ./store/redis -run TestMemoryUsage -v -redis.memreport=/work/notes/bench-redis-memory.md
+
+Goal (issue 3, item 6): ≤ 100 bytes per token_bucket and gcra key.
+
+%s
+Token bucket, leaky bucket and fixed window states are stored as one integer
+(count+1 followed by the 16-digit µs time) while the count is below 920, so
+Redis keeps them in its integer encoding; a larger count falls back to the
+string "count:time" (the capacity 10000 row), about 30 bytes more. gcra keeps
+its TAT as a plain integer. The sliding log needs a sorted set (one entry per
+admitted request) plus a small counter key.
+`, time.Now().UTC().Format("2006-01-02 15:04 MST"), info["redis_version"], info["mem_allocator"], table.String())
+	if err := os.WriteFile(*memReport, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

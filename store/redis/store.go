@@ -1,0 +1,350 @@
+package redis
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Mode is the Redis deployment a Store talks to.
+type Mode string
+
+// Deployments.
+const (
+	// Standalone is one Redis server (DB may be chosen).
+	Standalone Mode = "standalone"
+	// Sentinel is a master found through Sentinel by its master name; the
+	// store follows failovers the sentinels announce.
+	Sentinel Mode = "sentinel"
+	// Cluster is a Redis Cluster, found through seed addresses.
+	Cluster Mode = "cluster"
+)
+
+// Defaults applied by New.
+const (
+	DefaultPrefix      = "sluice"
+	DefaultAddr        = "127.0.0.1:6379"
+	DefaultTimeout     = 50 * time.Millisecond
+	DefaultDialTimeout = time.Second
+)
+
+// reconnectInterval is the least time between two attempts to set up the
+// client while Redis is unreachable: at most 10 attempts per second.
+const reconnectInterval = 100 * time.Millisecond
+
+// Options configures a Store. The zero value is a standalone Redis on
+// 127.0.0.1:6379 with the default prefix and timeouts.
+type Options struct {
+	// Mode is the deployment; empty means Standalone.
+	Mode Mode
+	// Addrs are host:port addresses: the server (Standalone, only the first
+	// is used), the sentinels (Sentinel) or any cluster nodes (Cluster).
+	// Empty means 127.0.0.1:6379.
+	Addrs []string
+	// MasterName is the name the sentinels monitor the master under;
+	// required for Sentinel, unused otherwise.
+	MasterName string
+	// Username and Password authenticate to Redis (AUTH, or an ACL user when
+	// Username is set). Empty means no AUTH. Sentinels are reached with the
+	// same TLS settings and no AUTH.
+	Username string
+	Password string
+	// DB is the database number for Standalone and Sentinel; it must be 0 for
+	// Cluster. Zero means database 0.
+	DB int
+	// TLS, when not nil, makes every connection use TLS with this config.
+	TLS *tls.Config
+	// Prefix starts every key the store writes; empty means "sluice". It must
+	// not contain '{' or '}', which would change Cluster slot grouping.
+	Prefix string
+	// Timeout bounds one Evaluate, Peek or Reset, including the EVAL sent
+	// after a NOSCRIPT and, on Cluster, any refund; zero means 50ms.
+	Timeout time.Duration
+	// DialTimeout bounds setting up one connection (TCP, TLS, AUTH, SELECT)
+	// outside a call; a call waits no longer than its own Timeout. Zero means
+	// one second.
+	DialTimeout time.Duration
+	// Clock is for tests only. Nil (production) means each script reads
+	// Redis TIME, so every gateway instance shares Redis' clock. A non-nil
+	// Clock's time is passed to the scripts explicitly, so a timeline can be
+	// replayed on Redis exactly as on the memory store.
+	Clock ratelimit.Clock
+}
+
+// conn is a ready client and whether it is a cluster client.
+type conn struct {
+	c       rueidis.Client
+	cluster bool
+}
+
+// Store is a [ratelimit.Store] on Redis. Each limit's state lives in keys
+// that share one Cluster hash slot; every decision is one Lua script run
+// (see the package documentation for the semantics across slots). A Store
+// is safe for concurrent use.
+type Store struct {
+	prefix  string
+	timeout time.Duration
+	clock   ratelimit.Clock
+	mode    Mode
+	copt    rueidis.ClientOption
+	owned   bool // the Store built the client and closes it
+
+	cur atomic.Pointer[conn]
+
+	mu      sync.Mutex
+	closed  bool
+	dialing chan struct{} // closed when the attempt in flight ends
+	lastTry time.Time
+	lastErr error
+	wg      sync.WaitGroup // the connect attempt and background refunds
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New validates opts and returns a Store. It dials nothing: the client is
+// set up on the first call that needs Redis, in the background, and a call
+// waits for it no longer than its Timeout; while Redis is unreachable each
+// call fails fast with a "connection" error (see [ErrorKind]) and a new
+// attempt is made at most every 100ms. So New succeeds while Redis is down,
+// and a store that comes up later is used without a restart.
+func New(opts Options) (*Store, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	addrs := opts.Addrs
+	if len(addrs) == 0 {
+		addrs = []string{DefaultAddr}
+	}
+	dialTimeout := opts.DialTimeout
+	if dialTimeout == 0 {
+		dialTimeout = DefaultDialTimeout
+	}
+	s.owned = true
+	s.copt = rueidis.ClientOption{
+		InitAddress: addrs,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		SelectDB:    opts.DB,
+		TLSConfig:   opts.TLS,
+		Dialer:      net.Dialer{Timeout: dialTimeout, KeepAlive: time.Second},
+		// A connection whose replies stall this long is closed and redialed
+		// (and, on Cluster, triggers a slot-map refresh).
+		ConnWriteTimeout: max(time.Second, 10*s.timeout),
+		// Never re-send a command after a network error: a script that timed
+		// out may have run, and would count twice.
+		DisableRetry: true,
+		DisableCache: true,
+		ClientName:   "sluice",
+	}
+	switch s.mode {
+	case Standalone:
+		s.copt.InitAddress = addrs[:1]
+		s.copt.ForceSingleClient = true
+	case Sentinel:
+		s.copt.Sentinel = rueidis.SentinelOption{
+			MasterSet: opts.MasterName,
+			TLSConfig: opts.TLS,
+			Dialer:    s.copt.Dialer,
+			// Besides reacting to +switch-master, re-ask the sentinels
+			// periodically so a missed event cannot pin the old master.
+			TopologyRefreshInterval: 2 * time.Second,
+		}
+	case Cluster:
+		// The slot map is also refreshed on MOVED/ASK and whenever a
+		// connection closes (rueidis' behaviour); this catches the rest.
+		s.copt.ClusterOption.ShardsRefreshInterval = 5 * time.Second
+	}
+	return s, nil
+}
+
+// NewFromClient returns a Store that uses c, which the caller keeps owning:
+// Close does not close it. opts.Mode, Addrs, MasterName, Username, Password,
+// DB, TLS and DialTimeout are ignored (c is already configured); Cluster
+// mode is taken from c.Mode(). It is meant for tests and for programs that
+// share one client. For production clients, set DisableRetry so a timed-out
+// script is never re-sent.
+func NewFromClient(c rueidis.Client, opts Options) (*Store, error) {
+	if c == nil {
+		return nil, errors.New("redis store: NewFromClient needs a client")
+	}
+	opts.Mode = ""
+	opts.DB = 0
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(&conn{c: c, cluster: c.Mode() == rueidis.ClientModeCluster})
+	return s, nil
+}
+
+// newStore validates the options both constructors share.
+func newStore(opts Options) (*Store, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("redis store: "+format, args...))
+	}
+	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(s.prefix, "{}") {
+		bad("prefix %q must not contain '{' or '}'", s.prefix)
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.timeout < 0 {
+		bad("timeout must not be negative, got %v", opts.Timeout)
+	}
+	if opts.DialTimeout < 0 {
+		bad("dial timeout must not be negative, got %v", opts.DialTimeout)
+	}
+	if s.mode == "" {
+		s.mode = Standalone
+	}
+	switch s.mode {
+	case Standalone:
+	case Sentinel:
+		if opts.MasterName == "" {
+			bad("mode sentinel needs a master name")
+		}
+	case Cluster:
+		if opts.DB != 0 {
+			bad("db must be 0 in mode cluster, got %d", opts.DB)
+		}
+	default:
+		bad("unknown mode %q (standalone, sentinel or cluster)", opts.Mode)
+	}
+	if opts.DB < 0 {
+		bad("db must not be negative, got %d", opts.DB)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// client returns the ready client, starting a connect attempt if there is
+// none and waiting for it at most until ctx is done.
+func (s *Store) client(ctx context.Context) (*conn, error) {
+	if c := s.cur.Load(); c != nil {
+		return c, nil
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c := s.cur.Load(); c != nil {
+		s.mu.Unlock()
+		return c, nil
+	}
+	if s.dialing == nil {
+		if s.lastErr != nil && time.Since(s.lastTry) < reconnectInterval {
+			err := s.lastErr
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.dialing = make(chan struct{})
+		s.lastTry = time.Now()
+		s.wg.Add(1)
+		go s.connect(s.dialing)
+	}
+	done := s.dialing
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("redis store: connect: %w", ctx.Err())
+	}
+	if c := s.cur.Load(); c != nil {
+		return c, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return nil, s.lastErr
+}
+
+// connect sets up the client once and publishes it, or the error.
+func (s *Store) connect(done chan struct{}) {
+	defer s.wg.Done()
+	c, err := rueidis.NewClient(s.copt)
+	if err == nil && s.mode == Cluster && c.Mode() != rueidis.ClientModeCluster {
+		err = errors.New("mode cluster, but the server is not a cluster node")
+	}
+	if err != nil && c != nil {
+		c.Close()
+		c = nil
+	}
+	s.mu.Lock()
+	if s.closed && c != nil {
+		defer c.Close()
+	} else if c != nil {
+		s.cur.Store(&conn{c: c, cluster: c.Mode() == rueidis.ClientModeCluster})
+	}
+	if err != nil {
+		s.lastErr = &connectError{err}
+	} else {
+		s.lastErr = nil
+	}
+	s.dialing = nil
+	s.mu.Unlock()
+	close(done)
+}
+
+// Close releases the client (unless it came from NewFromClient), after the
+// calls in flight finish. Every later call returns [ErrClosed].
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	c := s.cur.Swap(nil)
+	s.mu.Unlock()
+	s.wg.Wait()
+	if c != nil && s.owned {
+		c.c.Close()
+	}
+	return nil
+}
+
+// Ping checks that Redis answers, setting up the client if needed. It is
+// bounded by the store's Timeout.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := s.client(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.c.Do(ctx, c.c.B().Ping().Build()).Error(); err != nil {
+		return wrap("ping", err)
+	}
+	return nil
+}
+
+// now returns the time argument of the scripts: "" (Redis TIME) or the
+// test clock's time in µs.
+func (s *Store) now() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
+}
