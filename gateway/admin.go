@@ -14,9 +14,11 @@ import (
 // readyTimeout bounds /readyz's store probe.
 const readyTimeout = time.Second
 
-// adminHandler serves the admin listener: /healthz, /readyz, /metrics, and
-// /admin/ (404 without a token; the admin API itself is not built yet, so
-// with a valid token it is 404 too, and without one 401).
+// adminHandler serves the admin listener: /healthz, /readyz and /metrics
+// without a token, and under /admin/ the admin API (/admin/v1/, adminapi.go)
+// and the dashboard (/admin/, dashboard.go), which need the token: 401 with
+// WWW-Authenticate without it, and 404 for all of /admin/ when no token is
+// configured (SPEC §6).
 func (g *Gateway) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -35,14 +37,22 @@ func (g *Gateway) adminHandler() http.Handler {
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", metrics.Handler(g.registry))
+	admin := http.NewServeMux()
+	g.adminAPI(admin)
+	g.dashboard(admin)
 	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 		token := g.cfg.Admin.Token
-		if token != "" && !authorized(r, token) {
+		if token == "" {
+			// No token: the admin API and the dashboard are off.
+			httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")
+			return
+		}
+		if !authorized(r, token) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="sluice"`)
 			httplimit.WriteProblem(w, http.StatusUnauthorized, "A valid admin token is required.")
 			return
 		}
-		httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")
+		admin.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")

@@ -41,6 +41,8 @@ type Deps struct {
 	// Clock is the memory store's clock and the time of X-RateLimit-Reset;
 	// nil means the system clock.
 	Clock ratelimit.Clock
+	// AccessLog configures the access log; the zero value turns it off.
+	AccessLog AccessLog
 }
 
 // Gateway is one configuration turned into a handler: the routes with their
@@ -59,6 +61,10 @@ type Gateway struct {
 	transport *http.Transport
 	// maxHeaderBytes bounds the request line and headers together (SPEC §6.1).
 	maxHeaderBytes int
+	clock          ratelimit.Clock
+	stats          *stats
+	access         AccessLog
+	accessLog      *slog.Logger
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
 	closed   atomic.Bool
@@ -69,6 +75,10 @@ type route struct {
 	id      string
 	match   *matcher
 	handler http.Handler
+	// mw and limits are the route's limits middleware and its limits (IDs
+	// filled in), for the admin API; mw is nil when limits is empty.
+	mw     *httplimit.Middleware
+	limits []httplimit.Limit
 }
 
 // New turns a valid, defaulted configuration (as config.Load returns it) into
@@ -79,9 +89,16 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 	if cfg == nil {
 		return nil, errors.New("gateway: nil config")
 	}
-	g := &Gateway{cfg: cfg, log: deps.Logger, registry: deps.Registry, maxHeaderBytes: cfg.Server.MaxHeaderBytes}
+	g := &Gateway{cfg: cfg, log: deps.Logger, registry: deps.Registry, maxHeaderBytes: cfg.Server.MaxHeaderBytes,
+		clock: deps.Clock, access: deps.AccessLog, accessLog: deps.AccessLog.Logger}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.accessLog == nil {
+		g.accessLog = g.log
+	}
+	if g.clock == nil {
+		g.clock = ratelimit.SystemClock{}
 	}
 	if g.registry == nil {
 		g.registry = metrics.NewRegistry()
@@ -94,7 +111,7 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
-	g.store, err = openStore(cfg, deps, g.metrics)
+	g.store, err = openStore(cfg, deps, g.metrics, g.log)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +130,11 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		g.store.release()
 		return nil, fmt.Errorf("gateway: %w", errors.Join(errs...))
 	}
+	ids := make([]string, len(g.routes))
+	for i, rt := range g.routes {
+		ids[i] = rt.id
+	}
+	g.stats = newStats(ids)
 	g.admin = g.adminHandler()
 	return g, nil
 }
@@ -137,8 +159,9 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 	if err != nil {
 		return nil, err
 	}
+	var mw *httplimit.Middleware
 	if len(limits) > 0 {
-		mw, err := httplimit.New(httplimit.Options{
+		mw, err = httplimit.New(httplimit.Options{
 			Route:        rc.ID,
 			Limits:       limits,
 			Store:        meteredStore{Store: g.store, metrics: g.metrics, countErrors: g.store.fallback == nil},
@@ -146,11 +169,13 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 			IP:           ip,
 			OnStoreError: g.onStoreError(rc.ID),
 			Observe:      g.observe,
+			Override:     g.override,
 		})
 		if err != nil {
 			return nil, err
 		}
 		final = mw.Handler(final)
+		limits = mw.Limits()
 	}
 	if g.store.fallback != nil && len(limits) > 0 {
 		final = routeTagged(rc.ID, final)
@@ -159,6 +184,8 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		id:      rc.ID,
 		match:   newMatcher(rc.Match.Path, rc.Match.Methods, rc.Match.Host, rc.Match.Headers),
 		handler: final,
+		mw:      mw,
+		limits:  limits,
 	}, nil
 }
 
@@ -215,12 +242,26 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 	return out, errors.Join(errs...)
 }
 
-// observe counts each limit's verdict once (SPEC §6.1).
-func (g *Gateway) observe(_ *http.Request, ev *httplimit.Event) {
+// observe counts each limit's verdict once (SPEC §6.1), feeds the
+// dashboard's statistics and fills in the access log entry.
+func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), metrics.Result(v.Result))
 	}
+	g.stats.record(g.clock.Now(), ev)
+	g.observeAccess(r, ev)
+}
+
+// override is the middleware's hook for the admin API's per-key overrides.
+// A name the current configuration does not define (the policy was removed
+// by a reload) is ignored.
+func (g *Gateway) override(_ context.Context, route string, key []string) *ratelimit.Policy {
+	name := g.store.overrides.lookup(route, key)
+	if name == "" {
+		return nil
+	}
+	return g.cfg.Policy(name)
 }
 
 // onStoreError answers a store error the middleware could not decide past.
@@ -243,10 +284,12 @@ func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.R
 		g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
 		if mode == config.OnErrorAllow {
 			g.metrics.FallbackDecision(routeID, mode)
+			noteFallback(r.Context(), mode)
 			return true
 		}
 		if mode == config.OnErrorDeny {
 			g.metrics.FallbackDecision(routeID, mode)
+			noteFallback(r.Context(), mode)
 		}
 		w.Header().Set("Retry-After", "1")
 		httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
@@ -257,21 +300,29 @@ func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.R
 // ServeHTTP routes r to the first route whose match holds, or answers 404.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w}
+	r, entry := g.beginAccess(r)
+	route := g.serve(rec, r)
+	g.metrics.Request(route, rec.status())
+	if entry != nil {
+		g.logAccess(r, entry, route, rec.status())
+	}
+}
+
+// serve answers r and returns the id of the route that matched, or "".
+func (g *Gateway) serve(rec *statusRecorder, r *http.Request) string {
 	if headerBytes(r) > g.maxHeaderBytes {
 		httplimit.WriteProblem(rec, http.StatusRequestHeaderFieldsTooLarge,
 			fmt.Sprintf("The request line and headers exceed %d bytes.", g.maxHeaderBytes))
-		g.metrics.Request("", rec.status())
-		return
+		return ""
 	}
 	for _, rt := range g.routes {
 		if rt.match.match(r) {
 			rt.handler.ServeHTTP(rec, r)
-			g.metrics.Request(rt.id, rec.status())
-			return
+			return rt.id
 		}
 	}
 	httplimit.WriteProblem(rec, http.StatusNotFound, "No route matches this request.")
-	g.metrics.Request("", rec.status())
+	return ""
 }
 
 // Registry returns the registry the gateway's metrics are on.
@@ -291,6 +342,18 @@ func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
 			return errStoreDown
 		}
 		return nil
+	}
+	var out [1]ratelimit.Decision
+	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+}
+
+// probeStore checks that the store itself answers (for a Redis store behind
+// the fallback: Redis, not the fallback), within a second.
+func (g *Gateway) probeStore(r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if g.store.ping != nil {
+		return g.store.ping(ctx)
 	}
 	var out [1]ratelimit.Decision
 	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])

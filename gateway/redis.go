@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/metrics"
@@ -18,7 +19,7 @@ import (
 // store.on_error fallback (SPEC §5): a circuit breaker, and in local mode an
 // in-memory store of this instance's own. It dials nothing: the Redis store
 // connects on first use.
-func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metrics.Metrics) (*sharedStore, error) {
+func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	rc := cfg.Store.Redis
 	opts := redis.Options{
 		Mode:       redis.Mode(rc.Mode),
@@ -61,6 +62,7 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		},
 		OnFallback: func(ctx context.Context, mode fallback.Mode) {
 			m.FallbackDecision(routeOf(ctx), string(mode))
+			noteFallback(ctx, string(mode))
 		},
 		OnStateChange: m.SetFallbackActive,
 	})
@@ -68,7 +70,7 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		closers.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &sharedStore{Store: fb, fallback: fb, closer: closers, spec: spec, refs: 1}, nil
+	return &sharedStore{Store: fb, fallback: fb, closer: closers, spec: spec, refs: 1, overrides: newOverrides(rs, log), ping: rs.Ping}, nil
 }
 
 // closeAll closes each of its stores.

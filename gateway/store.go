@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/sluice-gw/sluice/config"
@@ -20,6 +22,11 @@ type sharedStore struct {
 	// fallback is the on_error wrapper of a Redis store; nil for memory.
 	fallback *fallback.Store
 	spec     string // the store section it was built from
+	// overrides are the admin API's per-key policies, kept with the store
+	// so that they survive reloads as the limit state does.
+	overrides *overrides
+	// ping checks the store itself (Redis, behind the fallback); nil for memory.
+	ping func(context.Context) error
 	mu       sync.Mutex
 	refs     int
 }
@@ -41,6 +48,9 @@ func (s *sharedStore) release() error {
 	s.refs--
 	last := s.refs == 0
 	s.mu.Unlock()
+	if last && s.overrides != nil {
+		s.overrides.close()
+	}
 	if last && s.closer != nil {
 		return s.closer.Close()
 	}
@@ -49,9 +59,12 @@ func (s *sharedStore) release() error {
 
 // openStore returns the store for cfg: the injected one, the previous
 // gateway's when the store section is unchanged, or a new one.
-func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics) (*sharedStore, error) {
+func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	if deps.Store != nil {
-		return &sharedStore{Store: deps.Store, refs: 1}, nil
+		// An injected store that can hold a shared overrides table (a
+		// Redis store) shares overrides too.
+		shared, _ := deps.Store.(sharedOverrides)
+		return &sharedStore{Store: deps.Store, refs: 1, overrides: newOverrides(shared, log)}, nil
 	}
 	// Two configs can share a store when they would build the same one. A
 	// memory store has no settings in the store section; a Redis store
@@ -69,9 +82,9 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics) (*sharedStore,
 		if err != nil {
 			return nil, fmt.Errorf("gateway: memory store: %w", err)
 		}
-		return &sharedStore{Store: s, closer: s, spec: spec, refs: 1}, nil
+		return &sharedStore{Store: s, closer: s, spec: spec, refs: 1, overrides: newOverrides(nil, log)}, nil
 	case config.StoreRedis:
-		return openRedis(cfg, spec, deps.Clock, m)
+		return openRedis(cfg, spec, deps.Clock, m, log)
 	default:
 		return nil, fmt.Errorf("gateway: unknown store type %q", cfg.Store.Type)
 	}

@@ -2,7 +2,7 @@ package ratelimit
 
 // fixedWindowAt: at most L units per window [k·W, (k+1)·W). State T = window
 // index k, N = units admitted in it. Admits when count + n ≤ L.
-func fixedWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
+func fixedWindowAt(p *Policy, s *State, now, n int64, out *Decision) {
 	l, w := p.max, p.window
 	idx := now / w
 	count := int64(0)
@@ -16,7 +16,7 @@ func fixedWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if count+n <= l {
 		count += n
 		d.Allowed = true
-		s = State{Set: true, N: count, T: idx}
+		*s = State{Set: true, N: count, T: idx}
 	} else {
 		d.RetryAfter = micros(end)
 	}
@@ -24,5 +24,5 @@ func fixedWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if count > 0 {
 		d.Reset = micros(end)
 	}
-	return s, d
+	*out = d
 }

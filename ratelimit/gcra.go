@@ -4,7 +4,7 @@ package ratelimit
 // I µs. State T = theoretical arrival time (TAT). A request of cost n
 // conforms when max(TAT, now) + n·I − now ≤ B·I. It admits exactly what a
 // token bucket with capacity B and the same rate admits, in one number.
-func gcraAt(p *Policy, s State, now, n int64) (State, Decision) {
+func gcraAt(p *Policy, s *State, now, n int64, out *Decision) {
 	b, iv := p.max, p.interval
 	tat := now
 	if s.Set {
@@ -16,11 +16,11 @@ func gcraAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if newTAT-now <= tau {
 		d.Allowed = true
 		tat = newTAT
-		s = State{Set: true, T: tat}
+		*s = State{Set: true, T: tat}
 	} else {
 		d.RetryAfter = micros(newTAT - now - tau)
 	}
 	d.Remaining = max(0, (tau-(tat-now))/iv) // tat-now > tau when the clock went back
 	d.Reset = micros(tat - now)
-	return s, d
+	*out = d
 }

@@ -5,7 +5,7 @@ package ratelimit
 // Admits when max(0, level − (now-last)/I) + n ≤ C. In shape mode the request
 // is held until the units ahead of it have leaked: level·I − progress, and a
 // hold longer than max_delay is a denial.
-func leakyBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
+func leakyBucketAt(p *Policy, s *State, now, n int64, out *Decision) {
 	c, iv := p.max, p.interval
 	level, last := int64(0), now
 	if s.Set {
@@ -31,7 +31,7 @@ func leakyBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
 		level += n
 		d.Allowed = true
 		d.Delay = micros(wait)
-		s = State{Set: true, N: level, T: last}
+		*s = State{Set: true, N: level, T: last}
 	} else {
 		retry := int64(0)
 		if !fits {
@@ -46,5 +46,5 @@ func leakyBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if level > 0 {
 		d.Reset = micros(mulSat(level, iv) - progress)
 	}
-	return s, d
+	*out = d
 }

@@ -3,7 +3,7 @@ package ratelimit
 // slidingLogAt: an exact log. State Log = admitted entries (time, cost) in
 // (now−W, now], oldest first. Admits when the sum of their costs + n ≤ L.
 // Entries are never merged, so two requests in the same microsecond stay two.
-func slidingLogAt(p *Policy, s State, now, n int64) (State, Decision) {
+func slidingLogAt(p *Policy, s *State, now, n int64, out *Decision) {
 	l, w := p.max, p.window
 	log := s.Log
 	i := 0
@@ -26,7 +26,7 @@ func slidingLogAt(p *Policy, s State, now, n int64) (State, Decision) {
 		}
 		log = append(log, LogEntry{At: at, N: n})
 		d.Allowed = true
-		s = State{Set: true, Log: log}
+		*s = State{Set: true, Log: log}
 	} else {
 		// wait until enough of the oldest entries have left the window
 		need, freed := used+n-l, int64(0)
@@ -42,5 +42,5 @@ func slidingLogAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if len(log) > 0 {
 		d.Reset = micros(log[len(log)-1].At + w - now)
 	}
-	return s, d
+	*out = d
 }

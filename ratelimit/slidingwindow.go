@@ -9,7 +9,7 @@ import "math"
 //
 // The estimate is a float64 computed in the order the Lua script computes it,
 // so both sides round alike.
-func slidingWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
+func slidingWindowAt(p *Policy, s *State, now, n int64, out *Decision) {
 	l, w := p.max, p.window
 	idx := now / w
 	curr, prev := int64(0), int64(0)
@@ -32,7 +32,7 @@ func slidingWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 		curr += n
 		est += float64(n)
 		d.Allowed = true
-		s = State{Set: true, N: curr, Prev: prev, T: idx}
+		*s = State{Set: true, N: curr, Prev: prev, T: idx}
 	} else {
 		d.RetryAfter = micros(lag + slidingRetry(l, w, elapsed, curr, prev, n))
 	}
@@ -43,7 +43,7 @@ func slidingWindowAt(p *Policy, s State, now, n int64) (State, Decision) {
 	case prev > 0:
 		d.Reset = micros(lag + w - elapsed)
 	}
-	return s, d
+	*out = d
 }
 
 // weighted returns count·(part/w) as a float64, the way the Lua script does.

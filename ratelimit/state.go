@@ -40,21 +40,33 @@ type LogEntry struct {
 //
 // The Redis store's Lua scripts follow these same steps line by line.
 func StepAt(p *Policy, s State, nowMicros, n int64) (State, Decision) {
+	var d Decision
+	StepInPlaceAt(p, &s, nowMicros, n, &d)
+	return s, d
+}
+
+// StepInPlaceAt is StepAt on *s, writing the decision to *d: when the
+// request is admitted *s becomes the new state, otherwise *s is left as it
+// was. For sliding_log the new Log may share the old one's array. It spares
+// a store the copies of State and Decision that StepAt's results cost on the
+// hot path.
+func StepInPlaceAt(p *Policy, s *State, nowMicros, n int64, d *Decision) {
 	switch p.cfg.Algorithm {
 	case TokenBucket:
-		return tokenBucketAt(p, s, nowMicros, n)
+		tokenBucketAt(p, s, nowMicros, n, d)
 	case LeakyBucket:
-		return leakyBucketAt(p, s, nowMicros, n)
+		leakyBucketAt(p, s, nowMicros, n, d)
 	case GCRA:
-		return gcraAt(p, s, nowMicros, n)
+		gcraAt(p, s, nowMicros, n, d)
 	case FixedWindow:
-		return fixedWindowAt(p, s, nowMicros, n)
+		fixedWindowAt(p, s, nowMicros, n, d)
 	case SlidingWindow:
-		return slidingWindowAt(p, s, nowMicros, n)
+		slidingWindowAt(p, s, nowMicros, n, d)
 	case SlidingLog:
-		return slidingLogAt(p, s, nowMicros, n)
+		slidingLogAt(p, s, nowMicros, n, d)
+	default:
+		panic("ratelimit: policy with unknown algorithm " + string(p.cfg.Algorithm))
 	}
-	panic("ratelimit: policy with unknown algorithm " + string(p.cfg.Algorithm))
 }
 
 // TTL returns how long a state that StepAt returned in d must be kept: until

@@ -3,7 +3,7 @@ package ratelimit
 // tokenBucketAt: capacity C, one token every I µs. State N = whole tokens,
 // T = time the last whole token was credited (so now-T is partial progress).
 // Admits when min(C, tokens + (now-last)/I) ≥ n.
-func tokenBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
+func tokenBucketAt(p *Policy, s *State, now, n int64, out *Decision) {
 	c, iv := p.max, p.interval
 	tokens, last := c, now
 	if s.Set {
@@ -25,7 +25,7 @@ func tokenBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if tokens >= n {
 		tokens -= n
 		d.Allowed = true
-		s = State{Set: true, N: tokens, T: last}
+		*s = State{Set: true, N: tokens, T: last}
 	} else {
 		d.RetryAfter = micros(mulSat(n-tokens, iv) - progress)
 	}
@@ -33,5 +33,5 @@ func tokenBucketAt(p *Policy, s State, now, n int64) (State, Decision) {
 	if tokens < c {
 		d.Reset = micros(mulSat(c-tokens, iv) - progress)
 	}
-	return s, d
+	*out = d
 }

@@ -65,8 +65,9 @@ var (
 	colLimit     = color.RGBA{R: 0x77, G: 0x77, B: 0x77, A: 0xff}
 )
 
-// plots builds one plot per panel, on shared axes.
-func (r *Report) plots(ps []panel) ([]*plot.Plot, error) {
+// plots builds one plot per panel, on shared axes, and the legends that
+// go above them.
+func (r *Report) plots(ps []panel) (_ []*plot.Plot, legend []plot.Legend, err error) {
 	ymax := 1.0
 	for _, p := range ps {
 		for i := range p.total {
@@ -91,27 +92,31 @@ func (r *Report) plots(ps []panel) ([]*plot.Plot, error) {
 		total.LineStyle.Width, fwd.LineStyle.Width = 0, 0
 		peak, err := plotter.NewLine(p.peak)
 		if err != nil {
-			return nil, fmt.Errorf("chart %s: %w", p.title, err)
+			return nil, nil, fmt.Errorf("chart %s: %w", p.title, err)
 		}
 		peak.StepStyle = plotter.PostStep
 		peak.Color, peak.Width = colPeak, vg.Points(1)
 		limit, err := plotter.NewLine(p.limit)
 		if err != nil {
-			return nil, fmt.Errorf("chart %s: %w", p.title, err)
+			return nil, nil, fmt.Errorf("chart %s: %w", p.title, err)
 		}
 		limit.Color, limit.Width, limit.Dashes = colLimit, vg.Points(1), []vg.Length{vg.Points(4), vg.Points(3)}
 		pl.Add(total, fwd, peak, limit)
 		if i == 0 {
-			pl.Legend.Top = true
-			pl.Legend.TextStyle.Font.Size = vg.Points(8)
-			pl.Legend.Add("forwarded per step", fwd)
-			pl.Legend.Add("denied per step", total)
-			pl.Legend.Add("most forwarded in trailing W (one key)", peak)
-			pl.Legend.Add("limit", limit)
+			legend = []plot.Legend{plot.NewLegend(), plot.NewLegend()}
+			legend[0].Left, legend[0].Top = true, true
+			legend[0].Add("forwarded per step", fwd)
+			legend[0].Add("denied per step", total)
+			legend[1].Top = true
+			legend[1].Add("most units of one key forwarded in the trailing window W", peak)
+			legend[1].Add("limit", limit)
+			for j := range legend {
+				legend[j].TextStyle.Font.Size = vg.Points(9)
+			}
 		}
 		out[i] = pl
 	}
-	return out, nil
+	return out, legend, nil
 }
 
 // WriteChart draws the report as a chart in format SVG or PNG: one panel per
@@ -120,11 +125,12 @@ func (r *Report) plots(ps []panel) ([]*plot.Plot, error) {
 // the trailing window W (black steps) and the limit (dashed).
 func (r *Report) WriteChart(w io.Writer, format string) error {
 	ps := r.panels()
-	pls, err := r.plots(ps)
+	pls, legend, err := r.plots(ps)
 	if err != nil {
 		return err
 	}
-	width, height := 8*vg.Inch, vg.Length(len(ps))*1.7*vg.Inch+0.3*vg.Inch
+	const strip = 0.45 * vg.Inch // the legends, above the panels
+	width, height := 8*vg.Inch, vg.Length(len(ps))*1.7*vg.Inch+0.3*vg.Inch+strip
 	var c vg.CanvasSizer
 	var wt io.WriterTo
 	switch format {
@@ -143,9 +149,14 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 	}
 	tiles := draw.Tiles{Rows: len(pls), Cols: 1, PadY: vg.Points(6), PadTop: vg.Points(4), PadBottom: vg.Points(4),
 		PadLeft: vg.Points(4), PadRight: vg.Points(12)}
-	cs := plot.Align(grid, tiles, draw.New(c))
+	full := draw.New(c)
+	cs := plot.Align(grid, tiles, draw.Crop(full, 0, 0, 0, -strip))
 	for i, p := range pls {
 		p.Draw(cs[i][0])
+	}
+	top := draw.Crop(full, vg.Points(8), -vg.Points(12), height-strip, -vg.Points(4))
+	for i := range legend {
+		legend[i].Draw(top)
 	}
 	if _, err := wt.WriteTo(w); err != nil {
 		return fmt.Errorf("write %s chart: %w", format, err)

@@ -7,8 +7,8 @@
 // request is decided by the production code path, a memory store
 // ([memory.Store]) reading a [ratelimit.ManualClock] that is set to each
 // request's time, and the results are plain counts: a per-step timeline
-// ([Timeline]), a per-policy [Summary], a text report ([WriteReport]) and a
-// chart with one panel per policy ([WriteChart]). The same inputs give the
+// of [Bucket]s, a per-policy [Summary], a text report ([Report.WriteText]) and a
+// chart with one panel per policy ([Report.WriteChart]). The same inputs give the
 // same output byte for byte.
 //
 // [Main] is the command-line entry point; package internal/cli calls it for

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -78,5 +79,22 @@ func TestCheckDocsDetectsStale(t *testing.T) {
 	write(DocsFile, "# page without blocks\n")
 	if err := checkEntries(dir, entries); err == nil || !strings.Contains(err.Error(), "no block") {
 		t.Errorf("CheckDocs on a page without the block = %v, want it reported", err)
+	}
+}
+
+// TestMainDocs: `sluice simulate --docs DIR` rewrites the page's blocks and
+// charts, and reports a page without them.
+func TestMainDocs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := os.WriteFile(filepath.Join(dir, DocsFile), []byte("# no blocks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := Main([]string{"--docs", dir}, &stdout, &stderr); code != ExitError || !strings.Contains(stderr.String(), "no block") {
+		t.Errorf("Main(--docs) on a page without blocks = %d, %q; want %d and a missing block", code, stderr.String(), ExitError)
+	}
+	if code := Main([]string{"--docs", filepath.Join(dir, "nope")}, &stdout, &stderr); code != ExitError {
+		t.Errorf("Main(--docs) on a missing directory = %d, want %d", code, ExitError)
 	}
 }

@@ -187,6 +187,7 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 		return nil, usageError{"give policies one way only: --policy, --algorithm and its fields, --config, or --compare"}
 	}
 	var specs []Spec
+	var err error
 	switch {
 	case o.compare:
 		l, w := o.limit, o.window
@@ -196,40 +197,22 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 		if w == 0 {
 			w = time.Second
 		}
-		s, err := CompareSpecs(l, w)
-		if err != nil {
-			return nil, err
-		}
-		specs = s
+		specs, err = CompareSpecs(l, w)
 	case single:
-		c := ratelimit.PolicyConfig{Algorithm: ratelimit.Algorithm(o.algorithm), Limit: o.limit, Capacity: o.capacity,
-			Burst: o.burst, Window: o.window, Mode: ratelimit.Mode(o.mode), MaxDelay: o.maxDelay}
-		if o.rate != "" {
-			r, err := config.ParseRate(o.rate)
-			if err != nil {
-				return nil, err
-			}
-			c.Rate = r
-		}
-		p, err := ratelimit.NewPolicy(c)
-		if err != nil {
-			return nil, err
-		}
-		specs = []Spec{{Label: label(p), Policy: p}}
+		specs, err = o.singleSpec()
 	case o.config != "":
-		s, err := configSpecs(o.config, o.policies, lookup)
-		if err != nil {
-			return nil, err
-		}
-		specs = s
+		specs, err = configSpecs(o.config, o.policies, lookup)
 	default:
 		for _, s := range o.policies {
-			sp, err := ParsePolicy(s)
-			if err != nil {
-				return nil, err
+			sp, perr := ParsePolicy(s)
+			if perr != nil {
+				return nil, perr
 			}
 			specs = append(specs, sp)
 		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if o.measure != 0 {
 		if o.measure < time.Microsecond {
@@ -240,6 +223,24 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 		}
 	}
 	return specs, nil
+}
+
+// singleSpec builds the policy of --algorithm and its field flags.
+func (o *opts) singleSpec() ([]Spec, error) {
+	c := ratelimit.PolicyConfig{Algorithm: ratelimit.Algorithm(o.algorithm), Limit: o.limit, Capacity: o.capacity,
+		Burst: o.burst, Window: o.window, Mode: ratelimit.Mode(o.mode), MaxDelay: o.maxDelay}
+	if o.rate != "" {
+		r, err := config.ParseRate(o.rate)
+		if err != nil {
+			return nil, err
+		}
+		c.Rate = r
+	}
+	p, err := ratelimit.NewPolicy(c)
+	if err != nil {
+		return nil, err
+	}
+	return []Spec{{Label: label(p), Policy: p}}, nil
 }
 
 // configSpecs loads the named policies (all if names is empty) of a config file.

@@ -18,8 +18,11 @@ const DefaultKey = "client"
 
 // Event is one request: when it arrives (since Epoch), its key and its cost.
 type Event struct {
-	At   time.Duration
-	Key  string
+	// At is the arrival time since Epoch, in whole microseconds.
+	At time.Duration
+	// Key names the rate-limit state the request counts against.
+	Key string
+	// Cost is the units the request takes, at least 1.
 	Cost int64
 }
 
@@ -40,6 +43,7 @@ var Patterns = []string{Steady, Burst, Boundary, OnOff, Poisson, Trace}
 // depends on Kind; see the constants. Every generated request has key
 // DefaultKey and cost Cost (zero means 1).
 type Pattern struct {
+	// Kind is one of Patterns.
 	Kind string
 	// Duration is how long traffic is generated; requests arrive in [0, Duration).
 	Duration time.Duration
@@ -85,22 +89,9 @@ func (p Pattern) Events() ([]Event, error) {
 	var ats []int64 // µs since Epoch
 	switch p.Kind {
 	case Steady, OnOff, Poisson:
-		if !(p.RPS > 0) || math.IsInf(p.RPS, 0) || p.RPS*p.Duration.Seconds() > maxEvents {
-			return nil, fmt.Errorf("rps must be positive and give at most %d requests, got %v", maxEvents, p.RPS)
-		}
-		switch p.Kind {
-		case Steady:
-			ats = steady(p.RPS, 0, p.Duration.Microseconds())
-		case OnOff:
-			if p.On < time.Microsecond || p.Off < 0 {
-				return nil, fmt.Errorf("onoff needs a positive on and a non-negative off phase, got on %v, off %v", p.On, p.Off)
-			}
-			for c := int64(0); c < p.Duration.Microseconds(); c += (p.On + p.Off).Microseconds() {
-				end := min(c+p.On.Microseconds(), p.Duration.Microseconds())
-				ats = append(ats, steady(p.RPS, c, end)...)
-			}
-		case Poisson:
-			ats = poisson(p.RPS, p.Duration.Microseconds(), p.Seed)
+		var err error
+		if ats, err = p.rated(); err != nil {
+			return nil, err
 		}
 	case Burst:
 		if p.Count < 1 || p.Period < 0 {
@@ -134,6 +125,28 @@ func (p Pattern) Events() ([]Event, error) {
 		ev[i] = Event{At: time.Duration(at) * time.Microsecond, Key: DefaultKey, Cost: cost}
 	}
 	return ev, nil
+}
+
+// rated generates the arrivals of the patterns that have a rate.
+func (p Pattern) rated() ([]int64, error) {
+	if !(p.RPS > 0) || math.IsInf(p.RPS, 0) || p.RPS*p.Duration.Seconds() > maxEvents {
+		return nil, fmt.Errorf("rps must be positive and give at most %d requests, got %v", maxEvents, p.RPS)
+	}
+	d := p.Duration.Microseconds()
+	switch p.Kind {
+	case Steady:
+		return steady(p.RPS, 0, d), nil
+	case Poisson:
+		return poisson(p.RPS, d, p.Seed), nil
+	}
+	if p.On < time.Microsecond || p.Off < 0 {
+		return nil, fmt.Errorf("onoff needs a positive on and a non-negative off phase, got on %v, off %v", p.On, p.Off)
+	}
+	var ats []int64
+	for c := int64(0); c < d; c += (p.On + p.Off).Microseconds() {
+		ats = append(ats, steady(p.RPS, c, min(c+p.On.Microseconds(), d))...)
+	}
+	return ats, nil
 }
 
 // steady returns evenly spaced arrivals at rps in [from, to) µs.

@@ -10,10 +10,13 @@ import (
 
 // Simulation is a pattern of traffic and the policies to run it through.
 type Simulation struct {
+	// Pattern generates the traffic.
 	Pattern Pattern
 	// Source describes where a trace came from (its file name), for the report.
 	Source string
-	Specs  []Spec
+	// Specs are the policies, each run on its own store; repeated labels get
+	// "#2", "#3"… appended.
+	Specs []Spec
 	// Step is the width of a timeline bucket; zero means one second.
 	Step time.Duration
 }
@@ -22,10 +25,16 @@ type Simulation struct {
 // verdicts, timelines and summaries.
 type Report struct {
 	Simulation
-	Events    []Event
-	Results   []Result
-	End       time.Duration
+	// Events is the traffic, in arrival order.
+	Events []Event
+	// Results holds each spec's verdicts, in spec order.
+	Results []Result
+	// End is the end of the timeline: a multiple of Step after the last
+	// arrival, the last forwarding and the pattern's duration.
+	End time.Duration
+	// Timelines holds each spec's buckets over [0, End).
 	Timelines [][]Bucket
+	// Summaries holds each spec's summary.
 	Summaries []Summary
 }
 
@@ -52,14 +61,15 @@ func (s Simulation) Run() (*Report, error) {
 		return nil, err
 	}
 	r := &Report{Simulation: s, Events: ev, Results: res}
-	r.End = End(res, ev, s.Pattern.Duration, s.Step)
+	r.End = endOf(res, ev, s.Pattern.Duration, s.Step)
 	if n := r.End / s.Step; n > 1_000_000 {
 		return nil, fmt.Errorf("step %v gives %d timeline buckets over %v; use a longer step", s.Step, n, r.End)
 	}
 	for _, x := range res {
-		tl := Timeline(x, ev, s.Step, r.End)
+		logs := forwarded(x, ev)
+		tl := timeline(x, ev, logs, s.Step, r.End)
 		r.Timelines = append(r.Timelines, tl)
-		r.Summaries = append(r.Summaries, Summarize(x, ev, tl, s.Step))
+		r.Summaries = append(r.Summaries, summarize(x, logs, tl, s.Step))
 	}
 	return r, nil
 }

@@ -30,6 +30,7 @@ func (s Spec) window() int64 {
 
 // Outcome is one policy's verdict on one request.
 type Outcome struct {
+	// Allowed reports that the policy admitted the request.
 	Allowed bool
 	// Delay is how long shape mode holds the request; zero otherwise.
 	Delay time.Duration

@@ -1,8 +1,8 @@
 package simulate
 
 import (
+	"cmp"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
@@ -26,7 +26,9 @@ type Bucket struct {
 
 // Summary is what one policy did over a whole simulation.
 type Summary struct {
-	Label  string
+	// Label names the policy in reports.
+	Label string
+	// Policy describes the policy's rule, e.g. "gcra(burst=10, rate=2/s)".
 	Policy string
 	// Window is W of MaxInWindow and of the exact comparison.
 	Window time.Duration
@@ -49,10 +51,10 @@ type Summary struct {
 	WronglyAllowed, WronglyDenied int64
 }
 
-// End returns the end of the timeline for results: the first multiple of
-// step at or after both duration and the last forwarding time, and at least
-// one step.
-func End(results []Result, events []Event, duration, step time.Duration) time.Duration {
+// endOf returns the end of the timeline for results: the first multiple of
+// step after both duration and the last arrival or forwarding time, and at
+// least one step.
+func endOf(results []Result, events []Event, duration, step time.Duration) time.Duration {
 	end := duration
 	for _, r := range results {
 		for i, o := range r.Outcomes {
@@ -68,8 +70,9 @@ func End(results []Result, events []Event, duration, step time.Duration) time.Du
 	return n * step
 }
 
-// Timeline counts r's outcomes in buckets of step over [0, end).
-func Timeline(r Result, events []Event, step, end time.Duration) []Bucket {
+// timeline counts r's outcomes in buckets of step over [0, end); logs are
+// r's forwarded requests by key.
+func timeline(r Result, events []Event, logs []keyLog, step, end time.Duration) []Bucket {
 	n := int((end + step - 1) / step)
 	b := make([]Bucket, n)
 	for i := range b {
@@ -86,23 +89,22 @@ func Timeline(r Result, events []Event, step, end time.Duration) []Bucket {
 			e.Denied++
 		}
 	}
-	w := r.window()
-	for _, k := range forwarded(r, events) {
-		for i := range b {
-			lo, hi := b[i].Start.Microseconds(), (b[i].Start + step).Microseconds()
-			b[i].Peak = max(b[i].Peak, k.peak(lo, hi, w))
-		}
+	for _, k := range logs {
+		k.peaks(b, step.Microseconds(), r.window())
 	}
 	return b
 }
 
-// keyLog is one key's forwarding times (µs, sorted) with prefix sums of units.
+// keyLog is one key's forwarding times (µs, sorted) with prefix sums of
+// units and, for each time, the units in the window ending there.
 type keyLog struct {
 	at  []int64
 	pre []int64 // pre[i] = units of at[:i]
+	in  []int64 // in[i] = units forwarded in (at[i]−w, at[i]]
 }
 
-// forwarded groups r's admitted requests by key, in key order.
+// forwarded groups r's admitted requests by key, in key order, and counts
+// each one's trailing window of r's measurement window.
 func forwarded(r Result, events []Event) []keyLog {
 	type fw struct{ at, n int64 }
 	by := map[string][]fw{}
@@ -117,38 +119,63 @@ func forwarded(r Result, events []Event) []keyLog {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	w := r.window()
 	logs := make([]keyLog, 0, len(keys))
 	for _, k := range keys {
 		f := by[k]
-		slices.SortStableFunc(f, func(a, b fw) int { return int(min(max(a.at-b.at, -1), 1)) })
-		l := keyLog{at: make([]int64, len(f)), pre: make([]int64, len(f)+1)}
+		slices.SortStableFunc(f, func(a, b fw) int { return cmp.Compare(a.at, b.at) })
+		l := keyLog{at: make([]int64, len(f)), pre: make([]int64, len(f)+1), in: make([]int64, len(f))}
 		for i, x := range f {
 			l.at[i], l.pre[i+1] = x.at, l.pre[i]+x.n
+		}
+		lo, hi := 0, 0
+		for i, t := range l.at {
+			for hi < len(l.at) && l.at[hi] <= t {
+				hi++
+			}
+			for l.at[lo] <= t-w {
+				lo++
+			}
+			l.in[i] = l.pre[hi] - l.pre[lo]
 		}
 		logs = append(logs, l)
 	}
 	return logs
 }
 
-// count returns the units forwarded in (t−w, t].
-func (k keyLog) count(t, w int64) int64 {
-	upto := func(x int64) int { return sort.Search(len(k.at), func(i int) bool { return k.at[i] > x }) }
-	return k.pre[upto(t)] - k.pre[upto(t-w)]
-}
-
-// peak returns the most units in (t−w, t] for any t in [lo, hi). The count
-// only rises at a forwarding time, so the maximum is at lo or at one of them.
-func (k keyLog) peak(lo, hi, w int64) int64 {
-	p := k.count(lo, w)
-	i := sort.Search(len(k.at), func(i int) bool { return k.at[i] > lo })
-	for ; i < len(k.at) && k.at[i] < hi; i++ {
-		p = max(p, k.count(k.at[i], w))
+// peaks raises each bucket's Peak to the most units of this key in a window
+// (t−w, t] for t in the bucket. The count only rises at a forwarding time,
+// so the maximum is at the bucket's start or at one of those.
+func (k keyLog) peaks(b []Bucket, step, w int64) {
+	n := len(k.at)
+	if n == 0 {
+		return
 	}
-	return p
+	first := min(len(b), int(k.at[0]/step))
+	last := min(len(b), int((k.at[n-1]+w)/step)+1)
+	lo, hi, j := 0, 0, 0
+	for i := first; i < last; i++ {
+		start := b[i].Start.Microseconds()
+		for hi < n && k.at[hi] <= start {
+			hi++
+		}
+		for lo < n && k.at[lo] <= start-w {
+			lo++
+		}
+		p := k.pre[hi] - k.pre[lo]
+		for j < n && k.at[j] <= start {
+			j++
+		}
+		for ; j < n && k.at[j] < start+step; j++ {
+			p = max(p, k.in[j])
+		}
+		b[i].Peak = max(b[i].Peak, p)
+	}
 }
 
-// Summarize computes r's summary; buckets is r's timeline of width step.
-func Summarize(r Result, events []Event, buckets []Bucket, step time.Duration) Summary {
+// summarize computes r's summary from its forwarded logs and its timeline
+// buckets of width step.
+func summarize(r Result, logs []keyLog, buckets []Bucket, step time.Duration) Summary {
 	s := Summary{
 		Label:  r.Label,
 		Policy: r.Policy.String(),
@@ -176,11 +203,8 @@ func Summarize(r Result, events []Event, buckets []Bucket, step time.Duration) S
 	if s.Admitted > 0 {
 		s.MeanWait = (wait / time.Duration(s.Admitted)).Round(time.Microsecond)
 	}
-	w := r.window()
-	for _, k := range forwarded(r, events) {
-		for _, t := range k.at {
-			s.MaxInWindow = max(s.MaxInWindow, k.count(t, w))
-		}
+	for _, k := range logs {
+		s.MaxInWindow = max(s.MaxInWindow, slices.Max(k.in))
 	}
 	if len(buckets) > 0 {
 		rates := make([]float64, len(buckets))

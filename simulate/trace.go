@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -95,6 +96,6 @@ func traceEvents(in []Event) ([]Event, error) {
 		}
 		ev[i].At = ev[i].At.Truncate(time.Microsecond)
 	}
-	slices.SortStableFunc(ev, func(a, b Event) int { return int(min(max(a.At-b.At, -1), 1)) })
+	slices.SortStableFunc(ev, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 	return ev, nil
 }

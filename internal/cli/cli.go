@@ -1,4 +1,4 @@
-// Package cli implements sluice's commands: serve, check and version. Run
+// Package cli implements sluice's commands: serve, check, simulate and version. Run
 // parses the arguments, does the work and returns the process exit code;
 // only this package and cmd/sluice touch arguments, the environment and
 // signals.
@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/simulate"
 )
 
 // Version and Commit identify the build. Release builds set them with
@@ -51,6 +52,7 @@ const (
 const usage = `usage:
   sluice [serve] [--config FILE]   run the gateway (FILE defaults to sluice.yaml)
   sluice check --config FILE       validate a config; print every problem
+  sluice simulate [flags]          run policies against traffic on virtual time (see -h)
   sluice version                   print the version
 `
 
@@ -69,6 +71,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return runServe(ctx, args, env)
 	case "check":
 		return runCheck(args, env)
+	case "simulate":
+		return simulate.MainEnv(args, env.Stdout, env.Stderr, env.LookupEnv)
 	case "version":
 		fmt.Fprintln(env.Stdout, versionLine())
 		return exitOK

@@ -268,11 +268,19 @@ func (e *entry) stateFor(p *ratelimit.Policy, now int64) ratelimit.State {
 // step decides a request of cost n under p at now against e's state into
 // *d, and stores the new state if the request is admitted.
 func (e *entry) step(p *ratelimit.Policy, now, n int64, d *ratelimit.Decision) {
-	next, dec := ratelimit.StepAt(p, e.stateFor(p, now), now, n)
-	if dec.Allowed {
-		e.store(next, p, now+ratelimit.TTL(dec))
+	if e.policy != p || now >= e.expiresAt {
+		if e.policy == nil || now >= e.expiresAt || e.policy.Algorithm() != p.Algorithm() {
+			// From no state a valid cost is always admitted, so this is
+			// overwritten below; the log's array is kept for reuse.
+			e.state = ratelimit.State{Log: e.state.Log[:0]}
+		}
 	}
-	*d = dec
+	log := e.state.Log
+	ratelimit.StepInPlaceAt(p, &e.state, now, n, d)
+	if d.Allowed {
+		e.state.Log = reuseLog(log, e.state.Log)
+		e.policy, e.expiresAt = p, now+ratelimit.TTL(*d)
+	}
 }
 
 // store records st as e's state, written by p and kept until expiresAt.

@@ -14,9 +14,9 @@ func TestConformance(t *testing.T) {
 	for _, dep := range deployments {
 		t.Run(dep.name, func(t *testing.T) {
 			c := dep.client(t)
-			ratelimittest.RunWith(t, func(t *testing.T, clock ratelimit.Clock) ratelimit.Store {
+			ratelimittest.Run(t, func(t *testing.T, clock ratelimit.Clock) ratelimit.Store {
 				return newTestStore(t, c, clock)
-			}, ratelimittest.Options{PropertyChecks: 50})
+			})
 		})
 	}
 }

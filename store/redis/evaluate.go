@@ -104,7 +104,7 @@ func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []rateli
 func (s *Store) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 	for i := range reqs {
 		if reqs[i].Policy == nil {
-			return fmt.Errorf("redis store: %w", ratelimit.CheckRequests(reqs[i:i+1], make([]ratelimit.Decision, 1)))
+			return fmt.Errorf("redis store: reset: request %d has no policy", i)
 		}
 	}
 	if len(reqs) == 0 {

@@ -38,6 +38,7 @@ func TestMemoryUsage(t *testing.T) {
 		{ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 100, Window: time.Hour}, 0},
 		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: 100, Window: time.Minute}, 0},
 		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0},
+		{ratelimit.PolicyConfig{Name: "10 entries", Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0},
 	}
 	var table strings.Builder
 	table.WriteString("| policy | key | MEMORY USAGE (bytes) | encoding |\n|---|---|---|---|\n")
@@ -45,6 +46,11 @@ func TestMemoryUsage(t *testing.T) {
 		p := ratelimit.MustPolicy(row.cfg)
 		req := ratelimit.Request{Key: fmt.Sprintf("memory-%d-%d", time.Now().UnixNano(), i), Policy: p}
 		evaluate(t, s, req)
+		if p.Name() == "10 entries" {
+			for range 9 {
+				evaluate(t, s, req)
+			}
+		}
 		keys := appendKeys(nil, s.prefix, tag(req.Key), specOf(p))
 		t.Cleanup(func() { c.Do(ctx, c.B().Del().Key(keys...).Build()) })
 		for _, k := range keys {
@@ -56,7 +62,7 @@ func TestMemoryUsage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&table, "| %v | `%s` | %d | %s |\n", p, k, n, enc)
+			fmt.Fprintf(&table, "| %v %s | `%s` | %d | %s |\n", p, p.Name(), k, n, enc)
 			if row.goal > 0 && n > row.goal {
 				t.Errorf("%v: MEMORY USAGE %s = %d bytes, goal ≤ %d", p, k, n, row.goal)
 			}
@@ -66,7 +72,7 @@ func TestMemoryUsage(t *testing.T) {
 	if *memReport == "" {
 		return
 	}
-	info, err := standalone.Info("server")
+	info, err := standalone.Info("")
 	if err != nil {
 		t.Fatal(err)
 	}

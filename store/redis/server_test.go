@@ -233,6 +233,9 @@ func TestLazyConnect(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("Evaluate with Redis down took %v, want at most the timeout", d)
 	}
+	if err := s.Ping(context.Background()); ErrorKind(err) != "connection" {
+		t.Errorf("Ping with Redis down: %v, want a connection error", err)
+	}
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +248,9 @@ func TestLazyConnect(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Evaluate 5s after Redis came up: %v", err)
 		}
+	}
+	if err := s.Ping(context.Background()); err != nil {
+		t.Errorf("Ping with Redis up: %v", err)
 	}
 }
 

@@ -2,10 +2,10 @@ package main
 
 import (
 	"cmp"
-	"slices"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )

@@ -39,7 +39,8 @@ type target struct {
 type env struct {
 	addr       string
 	goredisOpt goredisPool
-	call       *scriptCall // sluice's token-bucket script call, captured once
+	flushDelay time.Duration // rueidis-script's MaxFlushDelay
+	call       *scriptCall   // sluice's token-bucket script call, captured once
 	keys       []string
 	replay     [][]string // call's Redis keys for each of keys, built on first use
 }
@@ -185,7 +186,9 @@ func openGoredisScript(ctx context.Context, e *env) (*target, error) {
 }
 
 func openRueidisScript(ctx context.Context, e *env) (*target, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.addr}, DisableCache: true, DisableRetry: true})
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{e.addr}, DisableCache: true, DisableRetry: true, MaxFlushDelay: e.flushDelay,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("rueidis client: %w", err)
 	}

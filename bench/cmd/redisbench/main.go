@@ -56,6 +56,7 @@ type config struct {
 	cmdline          string
 	cpuProfile       string
 	repeat           int
+	flushDelay       time.Duration
 }
 
 // parseFlags parses args; -quick replaces the grid with one small cell per
@@ -77,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.goredisPool, "goredis-pool", 0, "go-redis PoolSize; 0 keeps the library default (10 per GOMAXPROCS)")
 	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&c.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary; the ceiling is skipped when it is missing")
+	fs.DurationVar(&c.flushDelay, "rueidis-max-flush-delay", 0, "rueidis MaxFlushDelay of the rueidis-script client (sluice's store keeps its own setting)")
 	fs.IntVar(&c.repeat, "repeat", 1, "runs of each cell, interleaved in rounds; the report shows the run with the median decisions/s and the range")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (clients included) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -190,7 +192,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	rep := &report{cfg: c, started: time.Now().UTC(), redisVersion: srv.version,
 		goVersion: runtime.Version(), cpus: runtime.NumCPU(), procs: runtime.GOMAXPROCS(0), loadBefore: loadAvg()}
 	defer func() { rep.loadAfter = loadAvg() }()
-	e := &env{addr: srv.addr, goredisOpt: goredisPool(c.goredisPool)}
+	e := &env{addr: srv.addr, goredisOpt: goredisPool(c.goredisPool), flushDelay: c.flushDelay}
 	benchBin, benchErr := exec.LookPath(c.redisBenchmark)
 	needCall := benchErr == nil || slices.ContainsFunc(c.impls, func(im impl) bool { return im.needsProbe })
 	if needCall {

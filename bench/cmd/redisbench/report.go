@@ -93,6 +93,9 @@ func (r *report) markdown() string {
 	} else {
 		fmt.Fprintf(&b, "- go-redis PoolSize: library default (10 per GOMAXPROCS = %d).\n", 10*r.procs)
 	}
+	if c.flushDelay > 0 {
+		fmt.Fprintf(&b, "- rueidis-script's MaxFlushDelay: %v.\n", c.flushDelay)
+	}
 	fmt.Fprintf(&b, "\nImplementations (the limit is a token bucket of capacity %d refilled at %d/s, or its nearest equivalent):\n\n", bucketCapacity, bucketRate)
 	for _, im := range c.impls {
 		fmt.Fprintf(&b, "- `%s`: %s\n", im.name, im.desc)

@@ -49,6 +49,10 @@ end
 local limits = {}
 local overall = true
 local ki = 1
+-- pending holds the state a limit admitted into, by key: a later limit of
+-- the same request on the same key is decided against it, so their costs
+-- add up (as in the memory store). Peek looks at each limit alone.
+local pending = {}
 for ai = 3, #ARGV, 7 do
   local alg = algorithm(tonumber(ARGV[ai]))
   local p = {
@@ -59,8 +63,11 @@ for ai = 3, #ARGV, 7 do
   }
   local keys = {KEYS[ki], KEYS[ki + 1]}
   ki = ki + alg.nkeys
-  local s = alg.load(keys)
+  local s = pending[keys[1]] or alg.load(keys)
   local ns, d = alg.step(p, s, now, tonumber(ARGV[ai + 5]))
+  if d.allowed and mode ~= 'p' then
+    pending[keys[1]] = ns
+  end
   if not d.allowed and ARGV[ai + 6] ~= '1' then
     overall = false
   end

@@ -32,30 +32,47 @@ local function sliding_log()
     return s
   end
 
+  -- newest returns the time of the newest entry: the last one admitted
+  -- earlier in this call, else the set's last.
+  local function newest(s, pend)
+    if #pend > 0 then
+      return pend[#pend].at
+    end
+    return last_entry(s.key)
+  end
+
   local function sliding_log_at(p, s, now, n)
     local l, w = p.max, p.per
+    -- pend: entries admitted by earlier limits of this call on this key,
+    -- oldest first, not yet in the set (their state has been trimmed).
+    local pend = s.pend or {}
     -- entries at or before now−w have left the window (Go drops them from
     -- the front of the log; here they are subtracted, and removed on save)
     local used = s.total
-    if s.set then
+    if s.set and not s.pend then
       local gone = redis.call('ZRANGEBYSCORE', s.key, '-inf', int(now - w))
       for _, m in ipairs(gone) do
         used = used - log_cost(m)
       end
     end
     local d = decision()
-    local newest = nil -- time of the last entry in the window
+    local last = nil -- time of the last entry in the window
     if n <= l - used then -- used + n ≤ l, without leaving 2^53
       used = used + n
       -- Keep the log ordered even if the clock went back, so that reset (the
       -- key's TTL) covers every entry.
       local at = now
       if used > n then
-        at = math.max(at, last_entry(s.key))
+        at = math.max(at, newest(s, pend))
       end
+      local np = {}
+      for i, e in ipairs(pend) do
+        np[i] = e
+      end
+      np[#np + 1] = {at = at, cost = n, seq = s.seq + 1}
       d.allowed = true
-      s = {set = true, key = s.key, total = used, seq = s.seq + 1, at = at, cost = n, cut = now - w}
-      newest = at
+      s = {set = true, key = s.key, total = used, seq = s.seq + 1, pend = np, cut = now - w}
+      last = at
     else
       -- wait until enough of the oldest entries have left the window
       local need, freed, offset, found = n - (l - used), 0, 0, false
@@ -75,20 +92,32 @@ local function sliding_log()
         end
         offset = offset + LOG_PAGE
       end
+      for _, e in ipairs(pend) do
+        if found then
+          break
+        end
+        freed = freed + e.cost
+        if freed >= need then
+          d.retry = e.at + w - now
+          found = true
+        end
+      end
       if used > 0 then
-        newest = last_entry(s.key)
+        last = newest(s, pend)
       end
     end
     d.remaining = l - used
-    if newest then
-      d.reset = newest + w - now
+    if last then
+      d.reset = last + w - now
     end
     return s, d
   end
 
   local function save_sliding_log(keys, s, ttl_ms)
     redis.call('ZREMRANGEBYSCORE', keys[1], '-inf', int(s.cut))
-    redis.call('ZADD', keys[1], int(s.at), int(s.seq) .. ':' .. int(s.cost))
+    for _, e in ipairs(s.pend) do
+      redis.call('ZADD', keys[1], int(e.at), int(e.seq) .. ':' .. int(e.cost))
+    end
     redis.call('PEXPIRE', keys[1], ttl_ms)
     redis.call('SET', keys[2], pack2(s.total, s.seq), 'PX', ttl_ms)
   end

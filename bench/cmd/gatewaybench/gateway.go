@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gw/sluice/internal/cli"
+)
+
+// Environment variables that turn this binary into a gateway child (see
+// runGatewayChild): the config file to serve and an optional CPU profile path.
+const (
+	childConfigEnv  = "GATEWAYBENCH_CHILD_CONFIG"
+	childProfileEnv = "GATEWAYBENCH_CHILD_CPUPROFILE"
+)
+
+// runGatewayChild runs `sluice serve --config FILE` through internal/cli, the
+// same code as cmd/sluice, optionally under the CPU profiler, and returns the
+// exit code. It stops, and writes the profile, on SIGTERM.
+func runGatewayChild(cfgPath, profPath string) int {
+	if profPath != "" {
+		f, err := os.Create(profPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gatewaybench child:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "gatewaybench child:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return cli.Run(context.Background(), []string{"serve", "--config", cfgPath}, cli.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+}
+
+// limitsKind says which limits the benchmark route carries.
+type limitsKind int
+
+const (
+	limitsNone   limitsKind = iota
+	limitsAdmit             // two limits that admit everything
+	limitsDeny50            // the same two limits; half the requests are on a plan that is always spent
+)
+
+// Policies of the benchmark route. per-user and global are far above what a
+// run can spend, so they admit every request: the cells measure the cost of
+// deciding, not of denying. spent admits one request per key, then about one
+// per 11 days, so every free-plan request after a key's first is denied.
+const policiesYAML = `policies:
+  per-user: {algorithm: token_bucket, capacity: 1000000000, rate: 1000000}
+  global:   {algorithm: fixed_window, limit: 1000000000000, window: 1h}
+  spent:    {algorithm: token_bucket, capacity: 1, rate: 0.000001}
+`
+
+// gatewayConfig returns the YAML of a gateway on listen/admin that forwards
+// /api/** to upstream with the given limits and store.
+func gatewayConfig(listen, admin, upstream string, kind limitsKind, redisAddr string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server: {listen: %q}\nadmin: {listen: %q}\n", listen, admin)
+	if redisAddr != "" {
+		// A 1 s store timeout instead of the default 50 ms: on a loaded
+		// machine a Redis call can wait longer than 50 ms for a core, and a
+		// timed-out call is decided by the local fallback, which is not what
+		// this cell measures. Fallbacks are still counted and reported.
+		fmt.Fprintf(&b, "store:\n  type: redis\n  timeout: 1s\n  redis: {mode: standalone, addrs: [%q]}\n", redisAddr)
+	} else {
+		b.WriteString("store: {type: memory}\n")
+	}
+	b.WriteString(policiesYAML)
+	fmt.Fprintf(&b, "routes:\n  - id: api\n    match: {path: /api/**}\n    upstream: http://%s\n", upstream)
+	switch kind {
+	case limitsAdmit:
+		b.WriteString("    limits:\n      - {policy: per-user, key: header:X-User-Id}\n      - {policy: global, key: const:global}\n")
+	case limitsDeny50:
+		b.WriteString("    limits:\n      - {policy: per-user, key: header:X-User-Id, plans: {from: header:X-Plan, policies: {free: spent}}}\n      - {policy: global, key: const:global}\n")
+	}
+	return b.String()
+}
+
+// gatewayProc is a running gateway child process.
+type gatewayProc struct {
+	addr, admin string
+	cmd         *exec.Cmd
+	done        chan struct{} // closed when the process has exited
+	log         *lockedBuffer // its stdout and stderr
+}
+
+// gatewaySpec says how to start a gateway.
+type gatewaySpec struct {
+	sluice  string // sluice binary; "" runs this binary as a gateway child
+	procs   int    // GOMAXPROCS of the gateway process
+	dir     string // where config files go
+	name    string // file name stem for the config and profile
+	profile bool   // write a CPU profile into dir (child mode only)
+}
+
+// startGateway writes a config from build (given fresh listen and admin
+// addresses), starts the gateway and waits until /readyz answers 200. It
+// retries on other ports when one was taken in the meantime.
+func startGateway(ctx context.Context, spec gatewaySpec, build func(listen, admin string) string) (*gatewayProc, error) {
+	var errs []error
+	for range 3 {
+		g, err := tryStartGateway(ctx, spec, build)
+		if err == nil {
+			return g, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("start gateway: %w", errors.Join(errs...))
+}
+
+func tryStartGateway(ctx context.Context, spec gatewaySpec, build func(listen, admin string) string) (*gatewayProc, error) {
+	p1, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p2, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr, admin := net.JoinHostPort("127.0.0.1", strconv.Itoa(p1)), net.JoinHostPort("127.0.0.1", strconv.Itoa(p2))
+	cfgPath := filepath.Join(spec.dir, spec.name+".yaml")
+	if err := os.WriteFile(cfgPath, []byte(build(addr, admin)), 0o644); err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	env := append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(spec.procs))
+	var cmd *exec.Cmd
+	if spec.sluice != "" {
+		cmd = exec.Command(spec.sluice, "serve", "--config", cfgPath)
+	} else {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find this binary: %w", err)
+		}
+		cmd = exec.Command(self)
+		env = append(env, childConfigEnv+"="+cfgPath)
+		if spec.profile {
+			env = append(env, childProfileEnv+"="+filepath.Join(spec.dir, spec.name+".pprof"))
+		}
+	}
+	cmd.Env = env
+	g := &gatewayProc{addr: addr, admin: admin, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = g.log, g.log
+	setDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run gateway: %w", err)
+	}
+	go func() { cmd.Wait(); close(g.done) }()
+	if err := g.waitReady(ctx, 10*time.Second); err != nil {
+		g.stop()
+		return nil, fmt.Errorf("gateway on %s: %w; its log:\n%s", addr, err, g.log.String())
+	}
+	return g, nil
+}
+
+// waitReady polls the admin /readyz every 20ms until 200, the process
+// exits, or timeout.
+func (g *gatewayProc) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get("http://" + g.admin + "/readyz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("/readyz answered %s", resp.Status)
+		}
+		select {
+		case <-g.done:
+			return fmt.Errorf("gateway exited (%v) before it was ready", g.cmd.ProcessState)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready within %v: %w", timeout, err)
+		}
+	}
+}
+
+// cpu returns the CPU time the gateway process has used so far.
+func (g *gatewayProc) cpu() (time.Duration, bool) { return processCPU(g.cmd.Process.Pid) }
+
+// storeTrouble sums sluice_store_errors_total and
+// sluice_fallback_decisions_total from the admin /metrics: non-zero means
+// some decisions did not come from the configured store.
+func (g *gatewayProc) storeTrouble() (float64, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + g.admin + "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "sluice_store_errors_total") && !strings.HasPrefix(line, "sluice_fallback_decisions_total") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("scrape metrics: %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
+// stop sends SIGTERM (drain and exit; the child writes its profile), then
+// SIGKILL after 10 s, and waits for the process.
+func (g *gatewayProc) stop() {
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		g.cmd.Process.Kill()
+		<-g.done
+	}
+}
+
+// lockedBuffer is an io.Writer safe for concurrent use, bounded to 64 KiB.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := 64<<10 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(len(p), room)]...)
+	}
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}

@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-gw/sluice/internal/faultload"
+	"github.com/sluice-gw/sluice/internal/redistest"
+)
+
+// TestFault runs the reliability plan's fault scenarios (RELIABILITY.md
+// rows B1-B14, C1+C3, D2, D3; see internal/faultload and
+// docs/reliability.md) against the sluice binary with real redis-server
+// processes: a fixed request rate, the fault injected mid-run, and every
+// scenario's status codes and counters checked: no 5xx, the accounting key
+// within its budget, decisions back on Redis in time, and the row's own
+// counters. Latency is logged, not asserted (a shared CI box is no place
+// for timing assertions); docs/reliability.md has the figures of dedicated
+// runs.
+//
+// The short version (200 req/s, 2 s + 3 s fault + 3 s, store.timeout 50ms)
+// takes about three minutes. SLUICE_FAULT_LONG=1 runs the plan's version
+// (500 req/s, 5 s + 10 s + 10 s, store.timeout 20ms), about eight minutes.
+//
+// The subtests run one after another and not in parallel with the package's
+// parallel tests (top-level parallel tests wait for sequential ones), so
+// each scenario has the machine's CPU to itself.
+func TestFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault scenarios take minutes")
+	}
+	redistest.Check(t, redistest.Available())
+	opts := faultload.Options{Binary: binary, Rate: 200, Before: 2 * time.Second, Fault: 3 * time.Second,
+		After: 3 * time.Second, Timeout: 50 * time.Millisecond, Logf: t.Logf}
+	if os.Getenv("SLUICE_FAULT_LONG") == "1" {
+		opts.Rate, opts.Before, opts.Fault, opts.After, opts.Timeout = 500, 5*time.Second, 10*time.Second, 10*time.Second, 20*time.Millisecond
+	}
+	for _, sc := range faultload.Scenarios() {
+		t.Run(sc.ID, func(t *testing.T) {
+			o := opts
+			o.Logf = t.Logf
+			r, err := faultload.Run(context.Background(), sc, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			r.Print(&b)
+			t.Logf("\n%s", b.String())
+			for _, f := range r.Failures {
+				t.Errorf("%s: %s", sc.ID, f)
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/httplimit"
+)
+
+// AccessLog configures the structured access log: one log/slog record per
+// sampled request on the public listener. The zero value logs nothing.
+type AccessLog struct {
+	// Sample is the fraction of requests logged, from 0 to 1: 0 (the
+	// default) turns the access log off, 1 logs every request, 0.01 about
+	// one in a hundred (chosen at random per request).
+	Sample float64
+	// RawKeys logs rate-limit key values as they are. By default each key
+	// is logged as the first 16 hex digits of the SHA-256 of its parts
+	// (length-prefixed), so log lines can be correlated per key without
+	// holding the key. A hash of a guessable value (an IP address) can be
+	// reversed by trying every value: treat hashed logs as pseudonymous,
+	// not anonymous.
+	RawKeys bool
+	// Logger receives the records; nil means Deps.Logger.
+	Logger *slog.Logger
+}
+
+// accessEntry collects what one logged request's record needs; it travels
+// in the request's context so that the middleware's Observe hook and the
+// fallback store can fill it in.
+type accessEntry struct {
+	start    time.Time
+	outcome  httplimit.Outcome
+	policies []string
+	keys     []string // raw or hashed, one per evaluated limit
+	source   string   // "store", or the on_error mode that decided
+}
+
+type accessKey struct{}
+
+func accessEntryOf(ctx context.Context) *accessEntry {
+	e, _ := ctx.Value(accessKey{}).(*accessEntry)
+	return e
+}
+
+// sampled reports whether this request is logged.
+func (a *AccessLog) sampled() bool {
+	return a.Sample >= 1 || a.Sample > 0 && rand.Float64() < a.Sample
+}
+
+// beginAccess returns r carrying a fresh entry when the request is sampled.
+func (g *Gateway) beginAccess(r *http.Request) (*http.Request, *accessEntry) {
+	if !g.access.sampled() {
+		return r, nil
+	}
+	e := &accessEntry{start: time.Now()}
+	return r.WithContext(context.WithValue(r.Context(), accessKey{}, e)), e
+}
+
+// observeAccess records the middleware's event in the request's entry.
+func (g *Gateway) observeAccess(r *http.Request, ev *httplimit.Event) {
+	e := accessEntryOf(r.Context())
+	if e == nil {
+		return
+	}
+	e.outcome = ev.Outcome
+	if e.source == "" && (ev.Outcome == httplimit.OutcomeAdmitted || ev.Outcome == httplimit.OutcomeLimited) && len(ev.Verdicts) > 0 {
+		e.source = "store"
+	}
+	for i := range ev.Verdicts {
+		v := &ev.Verdicts[i]
+		e.policies = append(e.policies, v.Policy.Name())
+		switch {
+		case v.Anonymous:
+			e.keys = append(e.keys, "anonymous")
+		case g.access.RawKeys:
+			e.keys = append(e.keys, strings.Join(v.Key, ","))
+		default:
+			e.keys = append(e.keys, hashKey(v.Key))
+		}
+	}
+}
+
+// noteFallback marks the request's entry as decided without the store.
+func noteFallback(ctx context.Context, mode string) {
+	if e := accessEntryOf(ctx); e != nil {
+		e.source = mode
+	}
+}
+
+// hashKey returns the log form of a key: 16 hex digits of the SHA-256 of
+// its length-prefixed parts.
+func hashKey(parts []string) string {
+	sum := sha256.Sum256(appendOverrideField(nil, "", parts))
+	return hex.EncodeToString(sum[:8])
+}
+
+// logAccess writes the record of one request.
+func (g *Gateway) logAccess(r *http.Request, e *accessEntry, route string, status int) {
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Float64("latency_ms", float64(time.Since(e.start).Microseconds())/1000),
+	}
+	if e.outcome != "" {
+		attrs = append(attrs, slog.String("decision", string(e.outcome)))
+	}
+	if len(e.keys) > 0 {
+		attrs = append(attrs, slog.Any("policies", e.policies), slog.Any("keys", e.keys))
+	}
+	if e.source != "" {
+		attrs = append(attrs, slog.String("store", e.source))
+	}
+	g.accessLog.LogAttrs(r.Context(), slog.LevelInfo, "access", attrs...)
+}

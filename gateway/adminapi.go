@@ -1,0 +1,295 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// apiError is an admin API failure with its HTTP status. Handlers return
+// errors; writeAPIError renders them, the one place admin errors get their
+// JSON (SPEC §4's problem shape).
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func apiErrorf(status int, format string, args ...any) error {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// adminStoreTimeout bounds one admin call's store work.
+const adminStoreTimeout = 2 * time.Second
+
+// writeAPIError renders err: an *apiError with its status, a store failure
+// as 503.
+func (g *Gateway) writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
+	if ae, ok := errors.AsType[*apiError](err); ok {
+		httplimit.WriteProblem(w, ae.status, ae.msg)
+		return
+	}
+	g.log.Warn("admin API: store failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	w.Header().Set("Retry-After", "1")
+	httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store did not answer: "+err.Error())
+}
+
+// apiHandler adapts a handler that returns an error.
+func (g *Gateway) apiHandler(methods []string, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(methods, r.Method) {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			g.writeAPIError(w, r, apiErrorf(http.StatusMethodNotAllowed, "%s is not allowed here (allowed: %s).", r.Method, strings.Join(methods, ", ")))
+			return
+		}
+		if err := h(w, r); err != nil {
+			g.writeAPIError(w, r, err)
+		}
+	}
+}
+
+// adminAPI registers the /admin/v1/ endpoints on mux.
+func (g *Gateway) adminAPI(mux *http.ServeMux) {
+	mux.HandleFunc("/admin/v1/limits/{route}/{key}", g.apiHandler([]string{http.MethodGet, http.MethodDelete}, g.limitsEndpoint))
+	mux.HandleFunc("/admin/v1/limits/{route}", g.apiHandler([]string{http.MethodGet, http.MethodDelete}, g.limitsEndpoint))
+	mux.HandleFunc("/admin/v1/overrides/{route}/{key}", g.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, g.overrideEndpoint))
+	mux.HandleFunc("/admin/v1/overrides/{route}", g.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, g.overrideEndpoint))
+	mux.HandleFunc("/admin/v1/overrides", g.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]any{"overrides": g.store.overrides.list()})
+		return nil
+	}))
+	mux.HandleFunc("/admin/v1/stats", g.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, g.statsView(r))
+		return nil
+	}))
+	mux.HandleFunc("/admin/v1/", func(w http.ResponseWriter, r *http.Request) {
+		g.writeAPIError(w, r, apiErrorf(http.StatusNotFound, "No admin endpoint at %s.", r.URL.Path))
+	})
+}
+
+// target is the route and key an admin call names.
+type target struct {
+	route *route
+	parts []string
+	list  bool // the key came as ?part= parameters
+}
+
+// parseTarget reads {route} and either {key} (one part, path-unescaped by
+// the mux) or repeated ?part= parameters (a list key).
+func (g *Gateway) parseTarget(r *http.Request) (target, error) {
+	id := r.PathValue("route")
+	var rt *route
+	for _, x := range g.routes {
+		if x.id == id {
+			rt = x
+		}
+	}
+	if rt == nil {
+		return target{}, apiErrorf(http.StatusNotFound, "No route %q.", id)
+	}
+	key, hasKey := r.PathValue("key"), r.PathValue("key") != ""
+	parts := r.URL.Query()["part"]
+	switch {
+	case hasKey && len(parts) > 0:
+		return target{}, apiErrorf(http.StatusBadRequest, "Give the key either in the path or as ?part= parameters, not both.")
+	case hasKey:
+		return target{route: rt, parts: []string{key}}, nil
+	case len(parts) == 0:
+		return target{}, apiErrorf(http.StatusBadRequest, "No key: use /admin/v1/.../%s/{key} or, for a list key, ?part=a&part=b.", id)
+	}
+	return target{route: rt, parts: parts, list: true}, nil
+}
+
+// limitView is one limit in the answer of GET /admin/v1/limits (SPEC §6).
+type limitView struct {
+	Policy    string `json:"policy"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+	// Reset is the Unix time (seconds, rounded up) at which the budget is whole again.
+	Reset  int64 `json:"reset"`
+	Shadow bool  `json:"shadow,omitempty"`
+}
+
+type limitsView struct {
+	Route  string      `json:"route"`
+	Key    string      `json:"key,omitempty"`   // a single-part key
+	Parts  []string    `json:"parts,omitempty"` // a list key
+	Limits []limitView `json:"limits"`
+}
+
+// keyLimits returns the indexes of the route's limits that parts can be a
+// key of: the same number of parts, and every fixed part (const, route)
+// equal to its value.
+func keyLimits(rt *route, parts []string) []int {
+	var out []int
+	for i, l := range rt.limits {
+		if len(l.Key) != len(parts) {
+			continue
+		}
+		ok := true
+		for j, kp := range l.Key {
+			switch kp.Source {
+			case httplimit.SourceConst:
+				ok = ok && parts[j] == kp.Name
+			case httplimit.SourceRoute:
+				ok = ok && parts[j] == rt.id
+			}
+		}
+		if ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// limitsEndpoint serves GET (peek, never consuming) and DELETE (reset) of
+// one key's state on a route.
+func (g *Gateway) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
+	t, err := g.parseTarget(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminStoreTimeout)
+	defer cancel()
+	idx := keyLimits(t.route, t.parts)
+	if r.Method == http.MethodDelete {
+		// A key's state is kept per policy (SPEC §6.1), and an override may
+		// name any policy: reset the key under every policy there is.
+		var reqs []ratelimit.Request
+		for _, i := range idx {
+			l := &t.route.limits[i]
+			for _, name := range g.cfg.PolicyNames() {
+				p := g.cfg.Policy(name)
+				reqs = append(reqs, ratelimit.Request{Key: httplimit.StateKey(t.route.id, l.ID, name, t.parts), Policy: p})
+			}
+		}
+		if len(reqs) > 0 {
+			if err := g.store.Reset(ctx, reqs); err != nil {
+				return err
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	view := limitsView{Route: t.route.id, Limits: []limitView{}}
+	if t.list {
+		view.Parts = t.parts
+	} else {
+		view.Key = t.parts[0]
+	}
+	reqs := make([]ratelimit.Request, len(idx))
+	for j, i := range idx {
+		l := &t.route.limits[i]
+		p := t.route.mw.PolicyFor(ctx, i, t.parts)
+		reqs[j] = ratelimit.Request{Key: httplimit.StateKey(t.route.id, l.ID, p.Name(), t.parts), Policy: p, Cost: l.Cost}
+	}
+	out := make([]ratelimit.Decision, len(reqs))
+	if len(reqs) > 0 {
+		if err := g.store.Peek(ctx, reqs, out); err != nil {
+			return err
+		}
+	}
+	now := g.clock.Now()
+	for j, i := range idx {
+		d := out[j]
+		view.Limits = append(view.Limits, limitView{
+			Policy:    reqs[j].Policy.Name(),
+			Algorithm: string(reqs[j].Policy.Algorithm()),
+			Limit:     d.Limit,
+			Remaining: d.Remaining,
+			Reset:     unixCeil(now.Add(d.Reset)),
+			Shadow:    t.route.limits[i].Shadow,
+		})
+	}
+	writeJSON(w, http.StatusOK, view)
+	return nil
+}
+
+// unixCeil returns t in Unix seconds, rounded up.
+func unixCeil(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// overrideEndpoint serves GET, PUT and DELETE of one per-key override.
+func (g *Gateway) overrideEndpoint(w http.ResponseWriter, r *http.Request) error {
+	t, err := g.parseTarget(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), adminStoreTimeout)
+	defer cancel()
+	o := g.store.overrides
+	switch r.Method {
+	case http.MethodGet:
+		name := o.lookup(t.route.id, t.parts)
+		if name == "" {
+			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.id)
+		}
+		writeJSON(w, http.StatusOK, override{Route: t.route.id, Key: t.parts, Policy: name})
+		return nil
+	case http.MethodDelete:
+		existed, err := o.remove(ctx, t.route.id, t.parts)
+		if err != nil {
+			return err
+		}
+		if !existed {
+			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.id)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	var body struct {
+		Policy string `json:"policy"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return apiErrorf(http.StatusBadRequest, "The body must be JSON like {\"policy\":\"vip\"}: %v.", err)
+	}
+	p := g.cfg.Policy(body.Policy)
+	if p == nil {
+		return apiErrorf(http.StatusBadRequest, "Unknown policy %q (defined: %s).", body.Policy, strings.Join(g.cfg.PolicyNames(), ", "))
+	}
+	idx := keyLimits(t.route, t.parts)
+	if len(idx) == 0 {
+		return apiErrorf(http.StatusBadRequest, "No limit of route %q has a %d-part key that %q could be.", t.route.id, len(t.parts), t.parts)
+	}
+	for _, i := range idx {
+		if c := max(1, t.route.limits[i].Cost); c > p.Max() {
+			return apiErrorf(http.StatusBadRequest, "Policy %q admits at most %d units, below the cost %d of limit %d.", p.Name(), p.Max(), c, i)
+		}
+	}
+	if err := o.set(ctx, t.route.id, t.parts, p.Name()); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, override{Route: t.route.id, Key: t.parts, Policy: p.Name()})
+	return nil
+}
+
+// writeJSON writes v as the JSON answer with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httplimit.WriteProblem(w, http.StatusInternalServerError, "Cannot encode the answer.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

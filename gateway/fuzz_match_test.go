@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-gw/sluice/metrics"
+)
+
+// globModel is a naive model of a route path pattern (SPEC §2.1): a regular
+// expression over the whole path where "*" is one non-empty segment without
+// '/', "**" any number of segments (none included), and every other segment
+// itself, byte for byte.
+func globModel(pattern string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString("^")
+	for _, seg := range splitPath(pattern) {
+		switch seg {
+		case "**":
+			b.WriteString("(/[^/]*)*")
+		case "*":
+			b.WriteString("/[^/]+")
+		default:
+			b.WriteString("/" + regexp.QuoteMeta(seg))
+		}
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(b.String())
+}
+
+// hasDotSegment reports whether a decoded path has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	fuzzMetricsOnce sync.Once
+	fuzzMetrics     *metrics.Metrics
+)
+
+// roundTripFunc captures the outgoing request instead of sending it.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// forwardedPath runs the real proxy Rewrite for a route with strip_prefix
+// n and upstream base path base, and returns the path the upstream would be
+// asked for (decoded) and as sent (escaped).
+func forwardedPath(t *testing.T, base, escaped string, n int) (decoded, raw string) {
+	t.Helper()
+	fuzzMetricsOnce.Do(func() {
+		m, err := metrics.New(prometheus.NewRegistry())
+		if err != nil {
+			panic(err)
+		}
+		fuzzMetrics = m
+	})
+	target := &url.URL{Scheme: "http", Host: "upstream.test", Path: base}
+	var out *url.URL
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		out = r.URL
+		return &http.Response{StatusCode: 204, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	})
+	h := newProxyHandler(proxyConfig{route: "fuzz", target: target, stripPrefix: n}, rt, fuzzMetrics, slog.New(slog.DiscardHandler))
+	u := &url.URL{Path: "/"}
+	if p, err := url.PathUnescape(escaped); err == nil {
+		u.Path, u.RawPath = p, escaped
+	}
+	r := httptest.NewRequest("GET", "http://gw.test/", nil)
+	r.URL, r.RequestURI = u, u.RequestURI()
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if out == nil {
+		t.Fatalf("the proxy sent nothing for %q", escaped)
+	}
+	return out.Path, out.EscapedPath()
+}
+
+// FuzzMatch checks route matching and prefix stripping on any pattern and
+// path: matching never panics and agrees with a naive regular-expression
+// model ("*" one non-empty segment, "**" any rest, other segments exact);
+// "/P/**" matches exactly /P and what lies below it; and the path a proxy
+// route forwards stays below the upstream's base path, keeps the tail of the
+// request path, and holds no dot segment the request did not (so stripping
+// never makes one up). Seeds: testdata/fuzz/FuzzMatch.
+func FuzzMatch(f *testing.F) {
+	f.Add("/api/**", "/api/v1/users", uint8(1))
+	f.Add("/users/*/posts", "/users//posts", uint8(0))
+	f.Add("/a/**/z", "/a/b/c/z", uint8(2))
+	f.Add("/**", "/", uint8(9))
+	f.Fuzz(func(t *testing.T, pattern, escaped string, strip uint8) {
+		pattern = "/" + strings.TrimPrefix(pattern, "/")
+		if strings.Count(pattern, "**") > 2 || len(pattern) > 256 || len(escaped) > 512 {
+			return // the matcher is O(len^k) in k = number of "**"; config allows one
+		}
+		p, err := url.PathUnescape(escaped)
+		if err != nil || !strings.HasPrefix(escaped, "/") {
+			return
+		}
+		r := &http.Request{Method: "GET", Host: "gw.test", URL: &url.URL{Path: p, RawPath: escaped}, Header: http.Header{}}
+		got := newMatcher(pattern, nil, "", nil).match(r)
+		if want := globModel(pattern).MatchString(p); got != want {
+			t.Fatalf("match(%q, %q) = %v, model says %v", pattern, p, got, want)
+		}
+		if lit, ok := strings.CutSuffix(pattern, "/**"); ok && !strings.Contains(lit, "*") {
+			if want := p == lit || strings.HasPrefix(p, lit+"/") || lit == ""; got != want {
+				t.Fatalf("match(%q, %q) = %v; /P/** must match /P and everything below it", pattern, p, got)
+			}
+		}
+		if !got {
+			return
+		}
+		n := int(strip % 8)
+		stripped := stripSegments(escaped, n)
+		if !strings.HasPrefix(stripped, "/") || (stripped != "/" && !strings.HasSuffix(escaped, stripped[1:])) {
+			t.Fatalf("stripSegments(%q, %d) = %q: not a tail of the path", escaped, n, stripped)
+		}
+		const base = "/base"
+		fwd, _ := forwardedPath(t, base, escaped, n)
+		if fwd != base && !strings.HasPrefix(fwd, base+"/") {
+			t.Fatalf("path %q with strip_prefix %d forwarded as %q, outside the upstream base %q", escaped, n, fwd, base)
+		}
+		if !hasDotSegment(p) {
+			if hasDotSegment(fwd) || !strings.HasPrefix(path.Clean(fwd), base) {
+				t.Fatalf("path %q with strip_prefix %d forwarded as %q: escapes base %q", escaped, n, fwd, base)
+			}
+		}
+	})
+}

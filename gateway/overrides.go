@@ -1,0 +1,242 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// overridePoll is how often an instance re-reads a shared overrides table,
+// so that a change made on another instance is in force here within
+// overridePoll plus one store round trip (SPEC §6: within 1 s).
+const overridePoll = 250 * time.Millisecond
+
+// sharedOverrides is a table of overrides that several instances share: the
+// Redis store's overrides hash. A nil sharedOverrides means the table lives
+// in this process only (memory store).
+type sharedOverrides interface {
+	SetOverride(ctx context.Context, field, value string) (int64, error)
+	DeleteOverride(ctx context.Context, field string) (existed bool, version int64, err error)
+	LoadOverrides(ctx context.Context, since int64) (version int64, table map[string]string, changed bool, err error)
+}
+
+// override is one per-key policy set through the admin API.
+type override struct {
+	Route  string   `json:"route"`
+	Key    []string `json:"key"`
+	Policy string   `json:"policy"`
+}
+
+// overrides holds the admin API's per-key policies: a snapshot read on every
+// request without locks, kept in step with the shared table (if any) by a
+// poller. It belongs to the sharedStore, so it survives reloads like the
+// limit state does. It is safe for concurrent use.
+type overrides struct {
+	shared sharedOverrides // nil: this process only
+	log    *slog.Logger
+
+	cur     atomic.Pointer[map[string]string] // field -> policy name; never modified once stored
+	mu      sync.Mutex                        // serializes writes and refreshes
+	version int64                             // of cur, for shared tables; -1 before the first load
+	loaded  atomic.Bool                       // cur reflects the shared table at least once
+	failing bool                              // the last refresh failed (logged once)
+
+	start sync.Once
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newOverrides(shared sharedOverrides, log *slog.Logger) *overrides {
+	o := &overrides{shared: shared, log: log, version: -1, stop: make(chan struct{}), done: make(chan struct{})}
+	empty := map[string]string{}
+	o.cur.Store(&empty)
+	if shared == nil {
+		o.loaded.Store(true)
+	}
+	return o
+}
+
+// overrideField encodes route and key parts as the table's field: each
+// length-prefixed, so different (route, parts) never share a field.
+func overrideField(route string, parts []string) string {
+	return string(appendOverrideField(nil, route, parts))
+}
+
+func appendOverrideField(b []byte, route string, parts []string) []byte {
+	b = strconv.AppendInt(b, int64(len(route)), 10)
+	b = append(b, ':')
+	b = append(b, route...)
+	for _, p := range parts {
+		b = strconv.AppendInt(b, int64(len(p)), 10)
+		b = append(b, ':')
+		b = append(b, p...)
+	}
+	return b
+}
+
+// parseOverrideField decodes a field; ok is false for a malformed one.
+func parseOverrideField(f string) (route string, parts []string, ok bool) {
+	var fields []string
+	for f != "" {
+		n, rest, found := cutLen(f)
+		if !found || n > len(rest) {
+			return "", nil, false
+		}
+		fields = append(fields, rest[:n])
+		f = rest[n:]
+	}
+	if len(fields) < 2 {
+		return "", nil, false
+	}
+	return fields[0], fields[1:], true
+}
+
+func cutLen(s string) (int, string, bool) {
+	num, rest, found := strings.Cut(s, ":")
+	if !found || num == "" || len(num) > 9 {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return 0, "", false
+	}
+	return n, rest, true
+}
+
+// lookup returns the policy name set for parts on route, or "". It never
+// blocks: it reads the latest snapshot.
+func (o *overrides) lookup(route string, parts []string) string {
+	o.ensureStarted()
+	m := *o.cur.Load()
+	if len(m) == 0 {
+		return ""
+	}
+	var buf [128]byte
+	return m[string(appendOverrideField(buf[:0], route, parts))]
+}
+
+// list returns every override, sorted by route then key.
+func (o *overrides) list() []override {
+	o.ensureStarted()
+	m := *o.cur.Load()
+	out := make([]override, 0, len(m))
+	for _, f := range slices.Sorted(maps.Keys(m)) {
+		if route, parts, ok := parseOverrideField(f); ok {
+			out = append(out, override{Route: route, Key: parts, Policy: m[f]})
+		}
+	}
+	return out
+}
+
+// set makes policy the override for parts on route, in the shared table
+// first; this instance sees it at once.
+func (o *overrides) set(ctx context.Context, route string, parts []string, policy string) error {
+	f := overrideField(route, parts)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.shared != nil {
+		if _, err := o.shared.SetOverride(ctx, f, policy); err != nil {
+			return err
+		}
+		return o.refreshLocked(ctx)
+	}
+	m := maps.Clone(*o.cur.Load())
+	m[f] = policy
+	o.cur.Store(&m)
+	return nil
+}
+
+// remove deletes the override for parts on route and reports whether there was one.
+func (o *overrides) remove(ctx context.Context, route string, parts []string) (bool, error) {
+	f := overrideField(route, parts)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.shared != nil {
+		existed, _, err := o.shared.DeleteOverride(ctx, f)
+		if err != nil {
+			return false, err
+		}
+		return existed, o.refreshLocked(ctx)
+	}
+	m := maps.Clone(*o.cur.Load())
+	_, existed := m[f]
+	delete(m, f)
+	o.cur.Store(&m)
+	return existed, nil
+}
+
+// refresh re-reads the shared table if it changed.
+func (o *overrides) refresh(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refreshLocked(ctx)
+}
+
+func (o *overrides) refreshLocked(ctx context.Context) error {
+	if o.shared == nil {
+		return nil
+	}
+	v, table, changed, err := o.shared.LoadOverrides(ctx, o.version)
+	if err != nil {
+		if !o.failing {
+			o.log.Warn("overrides: cannot read the shared table; keeping the last one read", "error", err)
+		}
+		o.failing = true
+		return err
+	}
+	if o.failing {
+		o.log.Info("overrides: shared table readable again")
+	}
+	o.failing = false
+	if changed {
+		o.cur.Store(&table)
+	}
+	o.version = v
+	o.loaded.Store(true)
+	return nil
+}
+
+// ensureStarted starts the poller of a shared table on first use. Building
+// a gateway dials nothing, so the poller starts with the first request, the
+// first admin call or Server.Start, whichever comes first; the first load
+// happens synchronously (bounded by the store's timeout) so that overrides
+// already in the table apply to the very first request.
+func (o *overrides) ensureStarted() {
+	if o.shared == nil {
+		return
+	}
+	o.start.Do(func() {
+		o.refresh(context.Background())
+		go o.poll()
+	})
+}
+
+func (o *overrides) poll() {
+	defer close(o.done)
+	t := time.NewTicker(overridePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+			o.refresh(context.Background())
+		}
+	}
+}
+
+// close stops the poller, if it runs.
+func (o *overrides) close() {
+	started := true
+	o.start.Do(func() { started = false })
+	close(o.stop)
+	if started && o.shared != nil {
+		<-o.done
+	}
+}

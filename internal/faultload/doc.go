@@ -1,0 +1,33 @@
+// Package faultload is the load-and-fault harness of RELIABILITY.md §4: it
+// starts a Redis topology (through internal/redistest), an upstream and the
+// sluice binary on loopback, offers a fixed request rate for a bounded time,
+// injects a fault mid-run and computes the figures the reliability plan
+// asks for: 5xx count, latency percentiles before, during and after the
+// fault, admissions on an exact accounting key against its budget, and the
+// time until decisions are back on Redis.
+//
+// The e2e fault tests run short versions of the scenarios; cmd faultbench
+// (bench/cmd/faultbench) runs the long ones and prints the reports. The
+// package is internal and meant for tests and tools only: it starts
+// processes and generates load, and imports internal/redistest.
+//
+// # How the figures are measured
+//
+// The load is open-loop: request i is sent at start + i/rate whatever the
+// earlier ones are doing, 40% of them on one accounting key (route "acct":
+// token bucket, rate L = 20% of the total rate, burst B = L, so the key is
+// offered 2L and stays saturated), the rest over 1,000 background keys
+// (route "bg", never limited) and a route with no limits ("free").
+//
+// "Back on Redis" follows RELIABILITY.md §5 (at least 99% of decisions made
+// on Redis): /metrics is scraped every 100 ms, and the answer is the first
+// scrape after the reference time (the fault's end, or the fault's start
+// for failovers) from which sluice_fallback_decisions_total grew by at most
+// 1% of the limited requests (sluice_requests_total of acct and bg) in the
+// next interval and over the rest of the run.
+//
+// Over-admission is counted on the accounting key in the window from the
+// fault's start to 5 s after its end: allowed must be at most
+// 1.1·L·T + k·B, k = 1 (one burst) or 2 when the fault loses Redis' state
+// (a restart without persistence, a failover).
+package faultload

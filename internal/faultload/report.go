@@ -1,0 +1,309 @@
+package faultload
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Phase is the latency of the requests sent in one phase.
+type Phase struct {
+	Name          string
+	Requests      int
+	P50, P99, Max time.Duration
+}
+
+// Report holds a run's figures and verdicts.
+type Report struct {
+	ID, Title            string
+	OnError              string
+	Rate                 int
+	Timeout              time.Duration
+	Before, Fault        time.Duration
+	After                time.Duration
+	Sent                 int
+	Codes                map[int]int // status → count; 0 is a transport error
+	FiveXX               int         // 5xx not expected by the mode (deny's 503s during the outage are expected)
+	Lagged               int         // requests the load generator sent more than 10 ms late
+	Phases               [3]Phase    // before, during, after
+	Events               []*Event
+	FaultStart, FaultEnd time.Duration
+
+	// The accounting key (rate L/s, burst B).
+	L, B        int
+	AcctWindow  time.Duration // fault start to 5 s after its end
+	AcctAllowed int
+	AcctExact   float64 // L·T over the window
+	AcctBound   float64 // 1.1·L·T + k·B
+	RunAllowed  int
+	RunBudget   float64 // B + L·T over the whole run
+
+	// Back on Redis.
+	BackRef    time.Duration // reference offset (fault end, or start for failovers)
+	Back       time.Duration // from BackRef; negative: never
+	BackWithin time.Duration
+
+	FallbackDecisions float64            // over the load
+	LimitedRequests   float64            // acct + bg answered by the gateway (from its counter)
+	StoreErrors       map[string]float64 // by kind, over the load
+	GoroutinesBase    float64
+	GoroutinesMax     float64
+	GatewayPID        int
+
+	LatencyTarget time.Duration // for the during and after phases
+	LatencyOK     bool
+	Notes         []string
+	Failures      []string // correctness failures (status codes, counters, accounting, recovery)
+
+	res *result
+}
+
+// Note adds a line to the report.
+func (r *Report) Note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// Fail records a correctness failure.
+func (r *Report) Fail(format string, args ...any) {
+	r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
+}
+
+// Passed reports whether every correctness figure passed.
+func (r *Report) Passed() bool { return len(r.Failures) == 0 }
+
+// Requests returns the records sent in [from, to) on route (-1: any) for
+// checks: their status codes and Retry-After.
+func (r *Report) count(res *result, from, to time.Duration, route int, pred func(record) bool) int {
+	n := 0
+	for _, rec := range res.recs {
+		if rec.at >= from && rec.at < to && (route < 0 || rec.route == route) && pred(rec) {
+			n++
+		}
+	}
+	return n
+}
+
+func analyze(sc Scenario, o Options, l int, res *result) *Report {
+	r := &Report{
+		ID: sc.ID, Title: sc.Title, OnError: cmp.Or(sc.OnError, "local"), Rate: o.Rate, Timeout: o.Timeout,
+		Before: o.Before, Fault: o.Fault, After: o.After, Sent: len(res.recs), Codes: map[int]int{},
+		Lagged: res.lagged, Events: res.events, L: l, B: l, BackWithin: cmp.Or(sc.BackWithin, 2*time.Second),
+		StoreErrors: map[string]float64{}, res: res,
+	}
+	r.FaultStart, r.FaultEnd = o.Before, res.total
+	startSet := false
+	for _, ev := range res.events {
+		switch ev.Kind {
+		case "fault":
+			if !startSet {
+				r.FaultStart, startSet = ev.Start, true
+			}
+		case "recover":
+			r.FaultEnd = ev.End
+		}
+	}
+	// Phases.
+	bounds := [4]time.Duration{0, r.FaultStart, r.FaultEnd, res.total + time.Hour}
+	for p, name := range []string{"before", "during", "after"} {
+		var lats []time.Duration
+		for _, rec := range res.recs {
+			if rec.at >= bounds[p] && rec.at < bounds[p+1] {
+				lats = append(lats, rec.lat)
+			}
+		}
+		r.Phases[p] = phase(name, lats)
+	}
+	// Back on Redis.
+	r.BackRef = r.FaultEnd
+	if sc.BackFromFault {
+		r.BackRef = r.FaultStart
+	}
+	r.Back = backOnRedis(res.snaps, r.BackRef)
+	if len(res.snaps) > 1 {
+		first, last := res.snaps[0].m, res.snaps[len(res.snaps)-1].m
+		r.FallbackDecisions = last.Sum("sluice_fallback_decisions_total") - first.Sum("sluice_fallback_decisions_total")
+		r.LimitedRequests = limited(last) - limited(first)
+		for _, k := range []string{"timeout", "connection", "script", "other"} {
+			lbl := `kind="` + k + `"`
+			r.StoreErrors[k] = last.Sum("sluice_store_errors_total", lbl) - first.Sum("sluice_store_errors_total", lbl)
+		}
+		r.GoroutinesBase = first.Sum("go_goroutines")
+		for _, s := range res.snaps {
+			r.GoroutinesMax = max(r.GoroutinesMax, s.m.Sum("go_goroutines"))
+		}
+	}
+	// Status codes.
+	backAbs := r.BackRef + r.Back
+	if r.Back < 0 {
+		backAbs = res.total
+	}
+	for _, rec := range res.recs {
+		r.Codes[rec.code]++
+		if rec.code < 500 && rec.code != 0 {
+			continue
+		}
+		expected := r.OnError == "deny" && rec.code == 503 && rec.retry1 && rec.route != routeFree &&
+			rec.at >= r.FaultStart-100*time.Millisecond && rec.at <= backAbs+500*time.Millisecond
+		if !expected {
+			r.FiveXX++
+		}
+	}
+	// Accounting.
+	k := 1.0
+	if sc.StateLoss {
+		k = 2
+	}
+	wEnd := min(r.FaultEnd+5*time.Second, res.total)
+	r.AcctWindow = wEnd - r.FaultStart
+	r.AcctExact = float64(l) * r.AcctWindow.Seconds()
+	r.AcctBound = 1.1*r.AcctExact + k*float64(r.B)
+	r.AcctAllowed = r.count(res, r.FaultStart, wEnd, routeAcct, func(rec record) bool { return rec.code == 200 })
+	r.RunAllowed = r.count(res, 0, res.total+time.Hour, routeAcct, func(rec record) bool { return rec.code == 200 })
+	r.RunBudget = float64(r.B) + float64(l)*res.total.Seconds()
+	// Latency target (reported; CI does not assert timing).
+	base := r.Phases[0].P99
+	r.LatencyTarget = min(25*time.Millisecond, base+15*time.Millisecond)
+	if sc.Hung {
+		r.LatencyTarget = o.Timeout + base + 5*time.Millisecond
+	}
+	r.LatencyOK = r.Phases[1].P99 <= r.LatencyTarget && r.Phases[2].P99 <= r.LatencyTarget
+	// Verdicts.
+	if r.FiveXX > 0 {
+		r.Fail("%d unexpected 5xx or transport errors (codes %v)", r.FiveXX, r.Codes)
+	}
+	if r.OnError != "allow" && float64(r.AcctAllowed) > r.AcctBound {
+		r.Fail("accounting key: %d allowed in %.1fs, bound 1.1·L·T+%g·B = %.0f", r.AcctAllowed, r.AcctWindow.Seconds(), k, r.AcctBound)
+	}
+	switch {
+	case r.Back < 0:
+		r.Fail("decisions never back on Redis (≥99%%) after t=%.2fs", r.BackRef.Seconds())
+	case r.Back > r.BackWithin:
+		r.Fail("back on Redis %.2fs after t=%.2fs, want ≤ %v", r.Back.Seconds(), r.BackRef.Seconds(), r.BackWithin)
+	}
+	if sc.MaxFallbackShare > 0 && r.LimitedRequests > 0 {
+		if share := r.FallbackDecisions / r.LimitedRequests; share > sc.MaxFallbackShare {
+			r.Fail("%.2f%% of limited requests decided without Redis, want ≤ %.2f%%", 100*share, 100*sc.MaxFallbackShare)
+		}
+	}
+	for _, ev := range res.events {
+		if ev.Err != nil {
+			r.Fail("event %s: %v", ev.Name, ev.Err)
+		}
+		if ev.End == 0 && ev.Start == 0 {
+			r.Fail("event %s never ran (the load ended first)", ev.Name)
+		}
+	}
+	switch r.OnError {
+	case "allow":
+		if n := r.count(res, r.FaultStart+200*time.Millisecond, r.FaultEnd, -1, func(rec record) bool { return rec.code == 429 }); n > 0 {
+			r.Fail("on_error allow: %d denials during the outage, want 0", n)
+		}
+	case "deny":
+		from, to := r.FaultStart+200*time.Millisecond, r.FaultEnd
+		if n := r.count(res, from, to, routeAcct, func(rec record) bool { return rec.code != 503 || !rec.retry1 }) +
+			r.count(res, from, to, routeBg, func(rec record) bool { return rec.code != 503 || !rec.retry1 }); n > 0 {
+			r.Fail("on_error deny: %d limited requests during the outage not answered 503 + Retry-After: 1", n)
+		}
+		if n := r.count(res, 0, res.total+time.Hour, routeFree, func(rec record) bool { return rec.code != 200 }); n > 0 {
+			r.Fail("on_error deny: %d requests on the route without limits not answered 200", n)
+		}
+	}
+	return r
+}
+
+// limited is the number of requests the gateway answered on the limited routes.
+func limited(m Metrics) float64 {
+	return m.Sum("sluice_requests_total", `route="acct"`) + m.Sum("sluice_requests_total", `route="bg"`)
+}
+
+// backOnRedis returns how long after ref decisions were back on Redis: the
+// first scrape at or after ref from which the fallback decisions grew by at
+// most 1% of the limited requests, both in the next interval and over the
+// rest of the run. Negative means never.
+func backOnRedis(snaps []snapshot, ref time.Duration) time.Duration {
+	if len(snaps) < 2 {
+		return -1
+	}
+	fb := func(i int) float64 { return snaps[i].m.Sum("sluice_fallback_decisions_total") }
+	last := len(snaps) - 1
+	for j := range last {
+		if snaps[j].at < ref {
+			continue
+		}
+		df, dn := fb(j+1)-fb(j), limited(snaps[j+1].m)-limited(snaps[j].m)
+		rf, rn := fb(last)-fb(j), limited(snaps[last].m)-limited(snaps[j].m)
+		if df <= 0.01*dn && rf <= 0.01*rn {
+			return max(0, snaps[j].at-ref)
+		}
+	}
+	return -1
+}
+
+func phase(name string, lats []time.Duration) Phase {
+	p := Phase{Name: name, Requests: len(lats)}
+	if len(lats) == 0 {
+		return p
+	}
+	slices.Sort(lats)
+	q := func(f float64) time.Duration {
+		return lats[min(len(lats)-1, int(math.Ceil(f*float64(len(lats))))-1)]
+	}
+	p.P50, p.P99, p.Max = q(0.5), q(0.99), lats[len(lats)-1]
+	return p
+}
+
+// Print writes the report for people.
+func (r *Report) Print(w io.Writer) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
+	verdict := "PASS"
+	if !r.Passed() {
+		verdict = "FAIL"
+	}
+	lat := "pass"
+	if !r.LatencyOK {
+		lat = "FAIL"
+	}
+	fmt.Fprintf(w, "== %s %s: %s (latency %s)\n", r.ID, r.Title, verdict, lat)
+	fmt.Fprintf(w, "   load %d req/s, on_error %s, store.timeout %v; phases %v / %v / %v; %d requests (%d sent >10ms late)\n",
+		r.Rate, r.OnError, r.Timeout, r.Before, r.Fault, r.After, r.Sent, r.Lagged)
+	for _, ev := range r.Events {
+		fmt.Fprintf(w, "   event %-28s t=%6.2fs..%6.2fs\n", ev.Name, ev.Start.Seconds(), ev.End.Seconds())
+	}
+	codes := make([]int, 0, len(r.Codes))
+	for c := range r.Codes {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	var cs []string
+	for _, c := range codes {
+		cs = append(cs, fmt.Sprintf("%d×%d", c, r.Codes[c]))
+	}
+	fmt.Fprintf(w, "   status codes: %s (0 = transport error); unexpected 5xx: %d\n", strings.Join(cs, " "), r.FiveXX)
+	for _, p := range r.Phases {
+		fmt.Fprintf(w, "   %-6s %6d req  p50 %7s  p99 %7s  max %7s\n", p.Name, p.Requests, ms(p.P50), ms(p.P99), ms(p.Max))
+	}
+	fmt.Fprintf(w, "   latency target (during, after): p99 ≤ %s\n", ms(r.LatencyTarget))
+	over := 0.0
+	if r.AcctExact > 0 {
+		over = 100 * (float64(r.AcctAllowed) - r.AcctExact) / r.AcctExact
+	}
+	fmt.Fprintf(w, "   accounting key (L=%d/s, B=%d, offered 2L): %d allowed in the %.1fs fault window, exact L·T = %.0f (%+.1f%%), bound %.0f; whole run %d allowed vs B+L·T = %.0f\n",
+		r.L, r.B, r.AcctAllowed, r.AcctWindow.Seconds(), r.AcctExact, over, r.AcctBound, r.RunAllowed, r.RunBudget)
+	back := "never"
+	if r.Back >= 0 {
+		back = fmt.Sprintf("%.2fs", r.Back.Seconds())
+	}
+	fmt.Fprintf(w, "   back on Redis: %s after t=%.2fs (target ≤ %v)\n", back, r.BackRef.Seconds(), r.BackWithin)
+	fmt.Fprintf(w, "   fallback decisions %.0f of %.0f limited requests; store errors %v; goroutines %.0f → max %.0f\n",
+		r.FallbackDecisions, r.LimitedRequests, r.StoreErrors, r.GoroutinesBase, r.GoroutinesMax)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "   note: %s\n", n)
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "   FAIL: %s\n", f)
+	}
+}

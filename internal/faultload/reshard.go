@@ -1,0 +1,126 @@
+package faultload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-gw/sluice/internal/redistest"
+)
+
+// reshard is RELIABILITY D3: 1,000 slots, among them the accounting key's,
+// move from their master to the next one while the load runs, the way
+// `redis-cli --cluster reshard` moves them (IMPORTING/MIGRATING, MIGRATE,
+// SETSLOT NODE), spoken directly over RESP.
+func reshard(_ context.Context, e *Env) error {
+	cl, err := redistest.StartCluster(redistest.ClusterOptions{Masters: 3, Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	e.Cleanup(func() { cl.Close() })
+	e.Redis(fmt.Sprintf("{mode: cluster, addrs: [%s]}", quoted(cl.Addrs())))
+	var moved, keys int
+	var acctSlot int64
+	e.Inject(e.Before, "reshard 1000 slots", func(ctx context.Context) error {
+		slot, err := accountingSlot(cl)
+		if err != nil {
+			return err
+		}
+		acctSlot = slot
+		m := len(cl.Masters)
+		i := int(slot) * m / 16384
+		lo, hi := i*16384/m, (i+1)*16384/m-1
+		first := max(lo, min(int(slot)-500, hi-999))
+		src, dst := cl.Masters[i], cl.Masters[(i+1)%m]
+		srcID, err := src.Do("CLUSTER", "MYID")
+		if err != nil {
+			return err
+		}
+		dstID, err := dst.Do("CLUSTER", "MYID")
+		if err != nil {
+			return err
+		}
+		for s := first; s < first+1000; s++ {
+			n, err := migrateSlot(cl, src, dst, s, srcID.(string), dstID.(string))
+			if err != nil {
+				return fmt.Errorf("slot %d: %w", s, err)
+			}
+			moved++
+			keys += n
+		}
+		return nil
+	})
+	e.Recover(e.Before, "resharding done", noop)
+	e.Check(func(r *Report) {
+		r.Note("moved %d slots (%d keys), the accounting key's slot %d among them", moved, keys, acctSlot)
+		if bound := 1.05 * r.RunBudget; float64(r.RunAllowed) > bound {
+			r.Fail("accounting key in a moved slot: %d allowed over the run, want ≤ 1.05·(B + L·T) = %.0f", r.RunAllowed, bound)
+		}
+	})
+	return nil
+}
+
+// accountingSlot finds the accounting key's state (the only token-bucket
+// key, suffix ":tb") on the masters and returns its slot.
+func accountingSlot(cl *redistest.Cluster) (int64, error) {
+	for _, m := range cl.Masters {
+		cursor := "0"
+		for {
+			v, err := m.Do("SCAN", cursor, "MATCH", "fault:*:tb", "COUNT", 1000)
+			if err != nil {
+				return 0, err
+			}
+			a, _ := v.([]any)
+			if len(a) != 2 {
+				return 0, fmt.Errorf("SCAN reply %v", v)
+			}
+			if ks, _ := a[1].([]any); len(ks) > 0 {
+				s, err := m.Do("CLUSTER", "KEYSLOT", ks[0])
+				if err != nil {
+					return 0, err
+				}
+				return s.(int64), nil
+			}
+			if cursor, _ = a[0].(string); cursor == "0" {
+				break
+			}
+		}
+	}
+	return 0, errors.New("accounting key not found on any master")
+}
+
+// migrateSlot moves one slot from src to dst and returns how many keys it
+// moved.
+func migrateSlot(cl *redistest.Cluster, src, dst *redistest.Server, slot int, srcID, dstID string) (int, error) {
+	if _, err := dst.Do("CLUSTER", "SETSLOT", slot, "IMPORTING", srcID); err != nil {
+		return 0, err
+	}
+	if _, err := src.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", dstID); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		v, err := src.Do("CLUSTER", "GETKEYSINSLOT", slot, 100)
+		if err != nil {
+			return n, err
+		}
+		ks, _ := v.([]any)
+		if len(ks) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", "127.0.0.1", dst.Port(), "", 0, 5000, "REPLACE", "KEYS"}
+		args = append(args, ks...)
+		if _, err := src.Do(args...); err != nil {
+			return n, err
+		}
+		n += len(ks)
+	}
+	// The new owner first, then the old one, then the rest (as redis-cli).
+	for _, s := range append([]*redistest.Server{dst, src}, cl.Masters...) {
+		if _, err := s.Do("CLUSTER", "SETSLOT", slot, "NODE", dstID); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
