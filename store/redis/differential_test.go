@@ -43,6 +43,8 @@ func diffPolicies() map[string][]ratelimit.PolicyConfig {
 			{Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Second},
 			{Algorithm: ratelimit.SlidingLog, Limit: 5, Window: 333_333 * time.Microsecond},
 			{Algorithm: ratelimit.SlidingLog, Limit: 50, Window: 10 * time.Second},
+			// more entries than one page of the retry walk (256)
+			{Algorithm: ratelimit.SlidingLog, Limit: 1000, Window: 2 * time.Second},
 		},
 		"sliding_window": {
 			{Algorithm: ratelimit.SlidingWindow, Limit: 10, Window: time.Second},
@@ -150,4 +152,34 @@ func replay(s *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, rng *ra
 		}
 	}
 	return nil
+}
+
+// TestSlidingLogLongWalk: a denial whose retry-after needs more of the
+// oldest entries than one page of the script's walk (256) agrees with the
+// Go step function.
+func TestSlidingLogLongWalk(t *testing.T) {
+	c := standaloneRedis(t)
+	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	s := newTestStore(t, c, clock)
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 600, Window: time.Hour})
+	var state ratelimit.State
+	step := func(cost int64) ratelimit.Decision {
+		t.Helper()
+		next, want := ratelimit.StepAt(p, state, clock.Now().UnixMicro(), cost)
+		if want.Allowed {
+			state = next
+		}
+		_, got := evaluate(t, s, ratelimit.Request{Key: "k", Policy: p, Cost: cost})
+		if got[0] != want {
+			t.Fatalf("Evaluate(cost %d) = %+v, want %+v", cost, got[0], want)
+		}
+		return got[0]
+	}
+	for range 500 {
+		step(1)
+		clock.Advance(time.Second)
+	}
+	if d := step(400); d.Allowed || d.RetryAfter < 299*time.Second {
+		t.Fatalf("cost 400 after 500 entries = %+v, want denied until 300 entries expire", d)
+	}
 }

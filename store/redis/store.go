@@ -69,7 +69,9 @@ type Options struct {
 	// not contain '{' or '}', which would change Cluster slot grouping.
 	Prefix string
 	// Timeout bounds one Evaluate, Peek or Reset, including the EVAL sent
-	// after a NOSCRIPT and, on Cluster, any refund; zero means 50ms.
+	// after a NOSCRIPT and, on Cluster, the refund of a denied request (the
+	// refund after a failed script run goes on in the background, with a
+	// Timeout of its own); zero means 50ms.
 	Timeout time.Duration
 	// DialTimeout bounds setting up one connection (TCP, TLS, AUTH, SELECT)
 	// outside a call; a call waits no longer than its own Timeout. Zero means
@@ -117,7 +119,9 @@ var _ ratelimit.Store = (*Store)(nil)
 // waits for it no longer than its Timeout; while Redis is unreachable each
 // call fails fast with a "connection" error (see [ErrorKind]) and a new
 // attempt is made at most every 100ms. So New succeeds while Redis is down,
-// and a store that comes up later is used without a restart.
+// and a store that comes up later is used without a restart. (rueidis'
+// NewClient dials, and for Cluster and Sentinel fails, when no server
+// answers; it has no lazy mode, hence the deferred setup.)
 func New(opts Options) (*Store, error) {
 	s, err := newStore(opts)
 	if err != nil {
