@@ -67,6 +67,8 @@ type Server struct {
 	// MaxHeaderBytes bounds the request line and headers together; a larger
 	// request gets 431. Default 16384 (16 KiB, SPEC §4).
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// AccessLog configures the access log (default off); see [AccessLog].
+	AccessLog AccessLog `yaml:"access_log"`
 }
 
 // TrustedPrefixes returns TrustedProxies parsed; a single IP becomes a /32 or

@@ -150,6 +150,7 @@ func (v *validator) explicitZeros(c *Config) {
 // validate checks every rule and returns the policies that compiled.
 func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 	v.server(&c.Server)
+	v.accessLog(&c.Server.AccessLog)
 	v.admin(&c.Admin, &c.Server)
 	v.store(&c.Store)
 	compiled := make(map[string]*ratelimit.Policy, len(c.Policies))

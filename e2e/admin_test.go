@@ -137,3 +137,24 @@ func TestAdminAPIAuth(t *testing.T) {
 		t.Errorf("no token configured: %d, want 404", r.code)
 	}
 }
+
+// TestAccessLog checks server.access_log: one record per request with the
+// route, decision, status, latency and store, and the key hashed.
+func TestAccessLog(t *testing.T) {
+	t.Parallel()
+	cfg := strings.Replace(header, "shutdown_timeout: 10s", "shutdown_timeout: 10s\n  access_log: {sample: 1}", 1) + adminRoutes
+	p := start(t, cfg)
+	for range 4 {
+		get(t, p.base+"/api/x", "X-User-Id", "very-secret-user")
+	}
+	p.waitLog("msg=access", 4)
+	logs := p.logs.String()
+	if strings.Contains(logs, "very-secret-user") {
+		t.Errorf("the access log holds the raw key:\n%s", logs)
+	}
+	for _, want := range []string{"route=api status=200", "decision=admitted", "route=api status=429", "decision=limited", "store=store", "latency_ms=", "keys="} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("access log lacks %q:\n%s", want, logs)
+		}
+	}
+}

@@ -10,26 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 )
-
-// AccessLog configures the structured access log: one log/slog record per
-// sampled request on the public listener. The zero value logs nothing.
-type AccessLog struct {
-	// Sample is the fraction of requests logged, from 0 to 1: 0 (the
-	// default) turns the access log off, 1 logs every request, 0.01 about
-	// one in a hundred (chosen at random per request).
-	Sample float64
-	// RawKeys logs rate-limit key values as they are. By default each key
-	// is logged as the first 16 hex digits of the SHA-256 of its parts
-	// (length-prefixed), so log lines can be correlated per key without
-	// holding the key. A hash of a guessable value (an IP address) can be
-	// reversed by trying every value: treat hashed logs as pseudonymous,
-	// not anonymous.
-	RawKeys bool
-	// Logger receives the records; nil means Deps.Logger.
-	Logger *slog.Logger
-}
 
 // accessEntry collects what one logged request's record needs; it travels
 // in the request's context so that the middleware's Observe hook and the
@@ -49,14 +32,14 @@ func accessEntryOf(ctx context.Context) *accessEntry {
 	return e
 }
 
-// sampled reports whether this request is logged.
-func (a *AccessLog) sampled() bool {
+// sampled reports whether this request is logged (server.access_log.sample).
+func sampled(a *config.AccessLog) bool {
 	return a.Sample >= 1 || a.Sample > 0 && rand.Float64() < a.Sample
 }
 
 // beginAccess returns r carrying a fresh entry when the request is sampled.
 func (g *Gateway) beginAccess(r *http.Request) (*http.Request, *accessEntry) {
-	if !g.access.sampled() {
+	if !sampled(&g.cfg.Server.AccessLog) {
 		return r, nil
 	}
 	e := &accessEntry{start: time.Now()}
@@ -79,7 +62,7 @@ func (g *Gateway) observeAccess(r *http.Request, ev *httplimit.Event) {
 		switch {
 		case v.Anonymous:
 			e.keys = append(e.keys, "anonymous")
-		case g.access.RawKeys:
+		case g.cfg.Server.AccessLog.RawKeys:
 			e.keys = append(e.keys, strings.Join(v.Key, ","))
 		default:
 			e.keys = append(e.keys, hashKey(v.Key))
@@ -94,8 +77,9 @@ func noteFallback(ctx context.Context, mode string) {
 	}
 }
 
-// hashKey returns the log form of a key: 16 hex digits of the SHA-256 of
-// its length-prefixed parts.
+// hashKey returns the log form of a key unless server.access_log.raw_keys:
+// 16 hex digits of the SHA-256 of its length-prefixed parts, which tell keys
+// apart without holding them.
 func hashKey(parts []string) string {
 	sum := sha256.Sum256(appendOverrideField(nil, "", parts))
 	return hex.EncodeToString(sum[:8])

@@ -293,7 +293,9 @@ func TestAccessLog(t *testing.T) {
 	for _, raw := range []bool{false, true} {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewJSONHandler(&buf, nil))
-		g, err := New(adminConfig(), Deps{AccessLog: AccessLog{Sample: 1, RawKeys: raw, Logger: log}})
+		cfg := adminConfig()
+		cfg.Server.AccessLog = config.AccessLog{Sample: 1, RawKeys: raw}
+		g, err := New(cfg, Deps{AccessLogger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +325,7 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	g, err := New(adminConfig(), Deps{AccessLog: AccessLog{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}})
+	g, err := New(adminConfig(), Deps{AccessLogger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

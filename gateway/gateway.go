@@ -41,8 +41,9 @@ type Deps struct {
 	// Clock is the memory store's clock and the time of X-RateLimit-Reset;
 	// nil means the system clock.
 	Clock ratelimit.Clock
-	// AccessLog configures the access log; the zero value turns it off.
-	AccessLog AccessLog
+	// AccessLogger receives the access log records (server.access_log);
+	// nil means Logger.
+	AccessLogger *slog.Logger
 }
 
 // Gateway is one configuration turned into a handler: the routes with their
@@ -63,7 +64,6 @@ type Gateway struct {
 	maxHeaderBytes int
 	clock          ratelimit.Clock
 	stats          *stats
-	access         AccessLog
 	accessLog      *slog.Logger
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
@@ -90,7 +90,7 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, errors.New("gateway: nil config")
 	}
 	g := &Gateway{cfg: cfg, log: deps.Logger, registry: deps.Registry, maxHeaderBytes: cfg.Server.MaxHeaderBytes,
-		clock: deps.Clock, access: deps.AccessLog, accessLog: deps.AccessLog.Logger}
+		clock: deps.Clock, accessLog: deps.AccessLogger}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

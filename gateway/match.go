@@ -35,7 +35,11 @@ func newMatcher(path string, methods []string, host string, headers map[string]s
 	return m
 }
 
-// match reports whether r satisfies every condition.
+// match reports whether r satisfies every condition. A path with a "." or
+// ".." segment, written as such or escaped (%2e, or behind %2F), matches no
+// route: Go's server passes such paths on as they are, and an upstream that
+// resolves them would be asked for a path outside the route's prefix (another
+// route's, past that route's limits, or above the upstream's base path).
 func (m *matcher) match(r *http.Request) bool {
 	if m.methods != nil && !m.methods[r.Method] {
 		return false
@@ -48,7 +52,22 @@ func (m *matcher) match(r *http.Request) bool {
 			return false
 		}
 	}
-	return matchSegments(m.segments, splitPath(r.URL.Path))
+	path := splitPath(r.URL.Path)
+	if hasDotSegment(path) {
+		return false
+	}
+	return matchSegments(m.segments, path)
+}
+
+// hasDotSegment reports whether a split, decoded path has a "." or ".."
+// segment.
+func hasDotSegment(segs []string) bool {
+	for _, s := range segs {
+		if s == "." || s == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // splitPath splits "/a/b/" into ["a", "b", ""]; "/" and "" give [""].

@@ -52,7 +52,12 @@ type overrides struct {
 	done  chan struct{}
 }
 
+// newOverrides returns the table: following shared, or in process when
+// shared is nil. log nil discards the table's logs.
 func newOverrides(shared sharedOverrides, log *slog.Logger) *overrides {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	o := &overrides{shared: shared, log: log, version: -1, stop: make(chan struct{}), done: make(chan struct{})}
 	empty := map[string]string{}
 	o.cur.Store(&empty)

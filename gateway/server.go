@@ -73,6 +73,9 @@ func (s *Server) Start() error {
 	}
 	go s.serve(s.public, s.pubLn)
 	go s.serve(s.admin, s.adminLn)
+	// Start following the shared overrides table now rather than on the
+	// first request (its first read waits for the store).
+	go s.cur.Load().store.overrides.ensureStarted()
 	s.log.Info("sluice listening", "public", s.pubLn.Addr().String(), "admin", s.adminLn.Addr().String())
 	return nil
 }
@@ -129,6 +132,7 @@ func (s *Server) Swap(g *Gateway) {
 	if old == g {
 		return
 	}
+	go g.store.overrides.ensureStarted()
 	oc, nc := old.cfg, g.cfg
 	if oc.Server.Listen != nc.Server.Listen || oc.Admin.Listen != nc.Admin.Listen {
 		s.log.Warn("listen addresses changed; restart sluice to apply", "server.listen", nc.Server.Listen, "admin.listen", nc.Admin.Listen)

@@ -27,8 +27,8 @@ type sharedStore struct {
 	overrides *overrides
 	// ping checks the store itself (Redis, behind the fallback); nil for memory.
 	ping func(context.Context) error
-	mu       sync.Mutex
-	refs     int
+	mu   sync.Mutex
+	refs int
 }
 
 // acquire adds a user; it fails once the store has been closed.

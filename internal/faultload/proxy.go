@@ -3,6 +3,7 @@ package faultload
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -14,14 +15,14 @@ import (
 // (the backend has already executed the command: a reply lost to a client
 // timeout) or reset every open connection. It is safe for concurrent use.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	delay  atomic.Int64 // ns added to each backend→client chunk
-	evals  atomic.Int64 // EVAL and EVALSHA commands forwarded
-	mu     sync.Mutex
-	conns  map[*net.TCPConn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	ln      net.Listener
+	target  string
+	delay   atomic.Int64     // ns added to each backend→client chunk
+	scripts map[string]int64 // EVALSHA sent, by SHA; EVAL under "EVAL"; guarded by mu
+	mu      sync.Mutex
+	conns   map[*net.TCPConn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 // NewProxy listens on 127.0.0.1 (a free port) and forwards to target.
@@ -30,7 +31,7 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[*net.TCPConn]struct{})}
+	p := &Proxy{ln: ln, target: target, conns: make(map[*net.TCPConn]struct{}), scripts: map[string]int64{}}
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -41,10 +42,6 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // SetReplyDelay delays every chunk the backend sends by d from now on
 // (zero: no delay). Order is kept.
 func (p *Proxy) SetReplyDelay(d time.Duration) { p.delay.Store(int64(d)) }
-
-// Scripts returns how many EVAL and EVALSHA commands clients have sent
-// through the proxy so far.
-func (p *Proxy) Scripts() int64 { return p.evals.Load() }
 
 // ResetAll closes every open connection with a TCP reset.
 func (p *Proxy) ResetAll() {
@@ -115,7 +112,7 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	defer p.untrack(client, backend)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		io.Copy(backend, &scriptCounter{r: client, n: &p.evals})
+		io.Copy(backend, &scriptCounter{r: client, p: p})
 		backend.CloseWrite()
 	})
 	p.delayedCopy(client, backend)
@@ -158,29 +155,86 @@ func (p *Proxy) delayedCopy(dst, src *net.TCPConn) {
 	}
 }
 
-// scriptCounter counts the EVAL and EVALSHA commands (RESP bulk strings) in
-// what it reads.
+// scriptCounter counts the EVAL and EVALSHA commands (RESP bulk strings)
+// in what it reads, EVALSHA by script SHA.
 type scriptCounter struct {
 	r    io.Reader
-	n    *atomic.Int64
-	tail []byte // the end of the previous read, for a token split across reads
+	p    *Proxy
+	tail []byte // the end of the previous read, for a command split across reads
 }
 
 var (
 	evalToken    = []byte("$4\r\nEVAL\r\n")
-	evalshaToken = []byte("$7\r\nEVALSHA\r\n")
+	evalshaToken = []byte("$7\r\nEVALSHA\r\n$40\r\n")
 )
+
+// evalshaLen is the length of an EVALSHA token with its SHA and CRLF.
+const evalshaLen = 18 + 40 + 2
 
 func (c *scriptCounter) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	if n > 0 {
 		buf := append(c.tail, b[:n]...)
-		cnt := bytes.Count(buf, evalToken) + bytes.Count(buf, evalshaToken)
-		// Tokens wholly inside the tail were counted by the previous read.
-		cnt -= bytes.Count(c.tail, evalToken) + bytes.Count(c.tail, evalshaToken)
-		c.n.Add(int64(cnt))
-		keep := min(len(buf), len(evalshaToken)-1)
+		// A command is counted in the read where its last byte arrives.
+		var shas []string
+		evals := 0
+		for i := 0; ; {
+			j := bytes.Index(buf[i:], evalshaToken)
+			if j < 0 {
+				break
+			}
+			p := i + j
+			if end := p + evalshaLen; end <= len(buf) && end > len(c.tail) {
+				shas = append(shas, string(buf[p+18:p+58]))
+			}
+			i = p + 1
+		}
+		for i := 0; ; {
+			j := bytes.Index(buf[i:], evalToken)
+			if j < 0 {
+				break
+			}
+			p := i + j
+			if p+len(evalToken) > len(c.tail) {
+				evals++
+			}
+			i = p + 1
+		}
+		c.p.count(evals, shas)
+		keep := min(len(buf), 64)
 		c.tail = append(c.tail[:0:0], buf[len(buf)-keep:]...)
 	}
 	return n, err
+}
+
+func (p *Proxy) count(evals int, shas []string) {
+	if evals == 0 && len(shas) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scripts["EVAL"] += int64(evals)
+	for _, s := range shas {
+		p.scripts[s]++
+	}
+}
+
+// Scripts returns how many EVAL and EVALSHA commands clients have sent
+// through the proxy so far, in all.
+func (p *Proxy) Scripts() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, c := range p.scripts {
+		n += c
+	}
+	return n
+}
+
+// ScriptsBySHA returns how many EVALSHA commands clients have sent through
+// the proxy so far, by script SHA, and the EVAL commands under "EVAL".
+func (p *Proxy) ScriptsBySHA() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.scripts)
 }

@@ -300,10 +300,31 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "   back on Redis: %s after t=%.2fs (target ≤ %v)\n", back, r.BackRef.Seconds(), r.BackWithin)
 	fmt.Fprintf(w, "   fallback decisions %.0f of %.0f limited requests; store errors %v; goroutines %.0f → max %.0f\n",
 		r.FallbackDecisions, r.LimitedRequests, r.StoreErrors, r.GoroutinesBase, r.GoroutinesMax)
+	fmt.Fprintf(w, "   per 500ms from t=0: fallback decisions %v\n", r.timeline(func(m Metrics) float64 { return m.Sum("sluice_fallback_decisions_total") }))
+	fmt.Fprintf(w, "   per 500ms from t=0: store errors       %v\n", r.timeline(func(m Metrics) float64 { return m.Sum("sluice_store_errors_total") }))
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "   note: %s\n", n)
 	}
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "   FAIL: %s\n", f)
 	}
+}
+
+// timeline returns the growth of f per 500 ms of the run, from the scrapes.
+func (r *Report) timeline(f func(Metrics) float64) []float64 {
+	if r.res == nil || len(r.res.snaps) == 0 {
+		return nil
+	}
+	var out []float64
+	prev := f(r.res.snaps[0].m)
+	next := 500 * time.Millisecond
+	for _, s := range r.res.snaps {
+		if s.at >= next {
+			v := f(s.m)
+			out = append(out, v-prev)
+			prev = v
+			next += 500 * time.Millisecond
+		}
+	}
+	return out
 }

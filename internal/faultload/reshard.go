@@ -53,7 +53,13 @@ func reshard(_ context.Context, e *Env) error {
 	})
 	e.Recover(e.Before, "resharding done", noop)
 	e.Check(func(r *Report) {
-		r.Note("moved %d slots (%d keys), the accounting key's slot %d among them", moved, keys, acctSlot)
+		r.Note("moved %d slots (%d keys), the accounting key's slot %d among them; %.2f%% of limited requests decided without Redis",
+			moved, keys, acctSlot, 100*r.FallbackDecisions/max(1, r.LimitedRequests))
+		// ASK, TRYAGAIN or MOVED reaching the store would be script or
+		// other errors; timeouts are the loaded machine.
+		if n := r.StoreErrors["script"] + r.StoreErrors["other"]; n > 0 {
+			r.Fail("%.0f Redis errors (ASK/TRYAGAIN/MOVED surfaced) during the resharding, want 0", n)
+		}
 		if bound := 1.05 * r.RunBudget; float64(r.RunAllowed) > bound {
 			r.Fail("accounting key in a moved slot: %d allowed over the run, want ≤ 1.05·(B + L·T) = %.0f", r.RunAllowed, bound)
 		}

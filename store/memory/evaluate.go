@@ -43,13 +43,13 @@ func (s *Store) evaluateOne(r *ratelimit.Request, n int64, d *ratelimit.Decision
 			sh.mu.Unlock()
 			return s.evaluateOverflow(r, n, d)
 		}
-		st, dec := ratelimit.StepAt(p, ratelimit.State{}, now, n)
-		if dec.Allowed {
-			sh.insert(r.Key, &entry{state: st, policy: p, expiresAt: now + ratelimit.TTL(dec)})
+		e = &entry{}
+		e.step(p, now, n, d)
+		if d.Allowed { // always, from no state, but a denial must store nothing
+			sh.insert(r.Key, e)
 		}
 		sh.mu.Unlock()
-		*d = dec
-		return dec.Allowed || r.Shadow
+		return d.Allowed || r.Shadow
 	}
 	e.step(p, now, n, d)
 	sh.mu.Unlock()
@@ -131,11 +131,11 @@ func decide(reqs []ratelimit.Request, out []ratelimit.Decision, slots []slot, sl
 			st = ratelimit.State{}
 		}
 		seen[i] = st
-		next, d := ratelimit.StepAt(r.Policy, st, now, r.EffectiveCost())
-		out[i] = d
+		d := &out[i]
+		ratelimit.StepInPlaceAt(r.Policy, &st, now, r.EffectiveCost(), d)
 		switch {
 		case d.Allowed:
-			sl.state, sl.policy, sl.expiresAt, sl.dirty = next, r.Policy, now+ratelimit.TTL(d), true
+			sl.state, sl.policy, sl.expiresAt, sl.dirty = st, r.Policy, now+ratelimit.TTL(*d), true
 		case !r.Shadow:
 			admitted = false
 		}

@@ -45,14 +45,7 @@ func median(runs []cellRun, f func(cellRun) float64) float64 {
 	for i, r := range runs {
 		v[i] = f(r)
 	}
-	slices.Sort(v)
-	if len(v) == 0 {
-		return 0
-	}
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	return median1(v)
 }
 
 func maxRPS(r cellRun) float64 { return r.max.rps() }
@@ -148,6 +141,10 @@ func (r *report) writeRatios(b *strings.Builder) {
 		}
 		ratio := median(r.runs[i], maxRPS) / baseRPS
 		fmt.Fprintf(b, "- %s ÷ nolimits, max req/s: %.3f", ce.name, ratio)
+		if len(r.runs[i]) > 1 {
+			paired := pairedRatios(r.runs[i], r.runs[base])
+			fmt.Fprintf(b, " (median of per-round ratios %.3f, range %.3f–%.3f)", median1(paired), slices.Min(paired), slices.Max(paired))
+		}
 		if ce.name == "memory" {
 			verdict := "met"
 			if ratio < 0.90 {
@@ -171,4 +168,28 @@ func firstError(cr cellRun) string {
 		return cr.max.firstError
 	}
 	return cr.fixed.firstError
+}
+
+// pairedRatios returns, round by round, a's max req/s ÷ base's: the two ran
+// next to each other, so each ratio saw similar machine load.
+func pairedRatios(a, base []cellRun) []float64 {
+	out := make([]float64, 0, len(a))
+	for i := range min(len(a), len(base)) {
+		if b := base[i].max.rps(); b > 0 {
+			out = append(out, a[i].max.rps()/b)
+		}
+	}
+	return out
+}
+
+// median1 returns the median of v (0 if empty); it sorts v.
+func median1(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

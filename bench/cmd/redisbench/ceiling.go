@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,19 @@ type ceilingResult struct {
 	args     []string      // redis-benchmark's arguments, for the report
 	// serverCPUPer is redis-server's CPU time per request; 0 if unknown.
 	serverCPUPer time.Duration
+	// runs is the number of runs; minRPS and maxRPS their range.
+	runs           int
+	minRPS, maxRPS float64
+}
+
+// medianCeiling returns the run with the median rate (the lower middle one
+// for an even count), with runs, minRPS and maxRPS set.
+func medianCeiling(rs []ceilingResult) ceilingResult {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b ceilingResult) int { return cmp.Compare(a.rps, b.rps) })
+	m := sorted[(len(sorted)-1)/2]
+	m.runs, m.minRPS, m.maxRPS = len(rs), sorted[0].rps, sorted[len(sorted)-1].rps
+	return m
 }
 
 // runCeiling runs redis-benchmark (path bin) against s with call on keys

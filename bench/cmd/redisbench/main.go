@@ -238,12 +238,16 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 		if c.quick {
 			measure = 0 // the 20 000-request probe is enough for a smoke run
 		}
-		cr, err := runCeiling(ctx, benchBin, srv, e.call, n, c.ceilingConc, c.pipeline, measure, 20_000)
-		if err != nil {
-			return nil, err
+		var crs []ceilingResult
+		for range c.repeat {
+			cr, err := runCeiling(ctx, benchBin, srv, e.call, n, c.ceilingConc, c.pipeline, measure, 20_000)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(logw, "%-15s keys=%-6d conc=%-3d %9.0f decisions/s (-P %d) redis cpu/decision=%v\n", "ceiling", n, cr.clients, cr.rps, cr.pipeline, cr.serverCPUPer)
+			crs = append(crs, cr)
 		}
-		fmt.Fprintf(logw, "%-15s keys=%-6d conc=%-3d %9.0f decisions/s (-P %d) redis cpu/decision=%v\n", "ceiling", n, cr.clients, cr.rps, cr.pipeline, cr.serverCPUPer)
-		rep.ceilings = append(rep.ceilings, cr)
+		rep.ceilings = append(rep.ceilings, medianCeiling(crs))
 	}
 	return rep, nil
 }

@@ -152,8 +152,12 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 		if ceil.serverCPUPer > 0 {
 			serverCPU = fmtMicros(ceil.serverCPUPer)
 		}
-		fmt.Fprintf(b, "\nCeiling: `redis-benchmark %s` → **%.0f decisions/s** (p50 %s, p99 %s per request as redis-benchmark counts them, %d requests; redis CPU/decision %s).\n",
-			strings.Join(quoteArgs(ceil.args), " "), ceil.rps, fmtDur(ceil.p50), fmtDur(ceil.p99), ceil.requests, serverCPU)
+		rng := ""
+		if ceil.runs > 1 {
+			rng = fmt.Sprintf("median of %d runs, range %.0f–%.0f; ", ceil.runs, ceil.minRPS, ceil.maxRPS)
+		}
+		fmt.Fprintf(b, "\nCeiling: `redis-benchmark %s` → **%.0f decisions/s** (%sp50 %s, p99 %s per request as redis-benchmark counts them, %d requests; redis CPU/decision %s).\n",
+			strings.Join(quoteArgs(ceil.args), " "), ceil.rps, rng, fmtDur(ceil.p50), fmtDur(ceil.p99), ceil.requests, serverCPU)
 	}
 	fmt.Fprintf(b, "\n| conc | sluice / redis_rate | sluice / ceiling | sluice / rueidis-script | rueidis-script / goredis-script |\n|---:|---:|---:|---:|---:|\n")
 	for _, conc := range c.conc {

@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+// TestDotSegmentsMatchNoRoute: a path with a "." or ".." segment, written
+// as such or escaped, matches no route, so it is never forwarded for an
+// upstream to resolve outside the route's prefix or base path (found by the
+// hostile-input work, RELIABILITY.md row F5's neighbour; see match).
+func TestDotSegmentsMatchNoRoute(t *testing.T) {
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"/api/../private/x", false},
+		{"/api/%2e%2e/private/x", false},
+		{"/api/%2E%2E/private", false},
+		{"/api%2F..%2Fprivate", false},
+		{"/api/./x", false},
+		{"/api/.", false},
+		{"/api/..", false},
+		{"/api/..x", true},
+		{"/api/x..", true},
+		{"/api/.well-known", true},
+		{"/api/...", true},
+	}
+	m := newMatcher("/api/**", nil, "", nil)
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "http://x/", nil)
+		r.URL.RawPath = tt.path
+		r.URL.Path = mustUnescape(t, tt.path)
+		if got := m.match(r); got != tt.want {
+			t.Errorf("match(/api/**, %q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+func mustUnescape(t *testing.T, p string) string {
+	t.Helper()
+	u := httptest.NewRequest("GET", "http://x"+p, nil).URL
+	return u.Path
+}

@@ -1,0 +1,188 @@
+package faultload
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseMetricsAndSum(t *testing.T) {
+	m, err := parseMetrics(strings.NewReader(`# HELP x
+# TYPE sluice_requests_total counter
+sluice_requests_total{code="200",route="acct"} 7
+sluice_requests_total{code="429",route="acct"} 3
+sluice_requests_total{code="200",route="bg"} 5
+sluice_fallback_active 1
+go_goroutines 42
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"sluice_requests_total", nil, 15},
+		{"sluice_requests_total", []string{`route="acct"`}, 10},
+		{"sluice_requests_total", []string{`route="acct"`, `code="429"`}, 3},
+		{"sluice_fallback_active", nil, 1},
+		{"go_goroutines", nil, 42},
+		{"missing", nil, 0},
+	} {
+		if got := m.Sum(tt.name, tt.labels...); got != tt.want {
+			t.Errorf("Sum(%s, %v) = %v, want %v", tt.name, tt.labels, got, tt.want)
+		}
+	}
+}
+
+// snaps builds scrapes every 100 ms from per-interval (fallback, limited)
+// increments.
+func snaps(steps [][2]float64) []snapshot {
+	var out []snapshot
+	var fb, n float64
+	for i := 0; i <= len(steps); i++ {
+		out = append(out, snapshot{at: time.Duration(i) * 100 * time.Millisecond, m: Metrics{
+			`sluice_fallback_decisions_total{mode="local",route="acct"}`: fb,
+			`sluice_requests_total{code="200",route="acct"}`:             n,
+		}})
+		if i < len(steps) {
+			fb += steps[i][0]
+			n += steps[i][1]
+		}
+	}
+	return out
+}
+
+func TestBackOnRedis(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		steps [][2]float64
+		ref   time.Duration
+		want  time.Duration
+	}{
+		{"clean from the start", [][2]float64{{0, 50}, {0, 50}, {0, 50}}, 0, 0},
+		{"fallback until 300ms", [][2]float64{{50, 50}, {50, 50}, {50, 50}, {0, 50}, {0, 50}}, 0, 300 * time.Millisecond},
+		{"measured from ref", [][2]float64{{50, 50}, {50, 50}, {0, 50}, {0, 50}}, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"one stray fallback in 1% is back", [][2]float64{{50, 50}, {0, 100}, {1, 100}, {0, 100}}, 0, 100 * time.Millisecond},
+		{"a relapse counts", [][2]float64{{50, 50}, {0, 50}, {50, 50}, {0, 50}}, 0, 300 * time.Millisecond},
+		{"never", [][2]float64{{50, 50}, {50, 50}}, 0, -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := backOnRedis(snaps(tt.steps), tt.ref); got != tt.want {
+				t.Errorf("backOnRedis = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPhase(t *testing.T) {
+	var lats []time.Duration
+	for i := 1; i <= 100; i++ {
+		lats = append(lats, time.Duration(i)*time.Millisecond)
+	}
+	got := phase("x", lats)
+	want := Phase{Name: "x", Requests: 100, P50: 50 * time.Millisecond, P99: 99 * time.Millisecond, Max: 100 * time.Millisecond}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("phase (-want +got):\n%s", diff)
+	}
+}
+
+// echoServer answers each line with "+OK\r\n", like a tiny RESP server.
+func echoServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if sc.Text() == "END\r" {
+						io.WriteString(c, "+OK\r\n")
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestProxyCountsScriptsAcrossReads(t *testing.T) {
+	p, err := NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sha := strings.Repeat("a", 40)
+	cmd := "*4\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha + "\r\n$1\r\n0\r\n"
+	eval := "*3\r\n$4\r\nEVAL\r\n$6\r\nreturn\r\n$1\r\n0\r\n"
+	stream := strings.Repeat(cmd, 3) + eval + cmd + "END\r\n"
+	// Write byte by byte so every token is split across reads.
+	r := bufio.NewReader(c)
+	for i := range len(stream) {
+		if _, err := c.Write([]byte{stream[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("reply %q, %v", line, err)
+	}
+	want := map[string]int64{sha: 4, "EVAL": 1}
+	if diff := cmp.Diff(want, p.ScriptsBySHA()); diff != "" {
+		t.Errorf("ScriptsBySHA (-want +got):\n%s", diff)
+	}
+	if got := p.Scripts(); got != 5 {
+		t.Errorf("Scripts = %d, want 5", got)
+	}
+}
+
+func TestProxyDelaysReplies(t *testing.T) {
+	p, err := NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	roundTrip := func() time.Duration {
+		t0 := time.Now()
+		io.WriteString(c, "END\r\n")
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	roundTrip()
+	p.SetReplyDelay(200 * time.Millisecond)
+	// A lower bound only: the reply cannot come before the delay.
+	if d := roundTrip(); d < 200*time.Millisecond {
+		t.Errorf("round trip with a 200ms reply delay took %v", d)
+	}
+	p.SetReplyDelay(0)
+	p.ResetAll()
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Error("connection still open after ResetAll")
+	}
+}
