@@ -154,10 +154,9 @@ func TestRedisDownAtStart(t *testing.T) {
 		ready     int
 		fallbacks string
 	}{
-		// SPEC §5 counts every request decided without the store (5 here);
-		// store/fallback currently leaves out local denials of keys the
-		// fallback already admitted for (requests-from-F.md, to helper H).
-		{"local", []int{200, 200, 200, 429, 429}, 200, "3"},
+		// SPEC §5 counts every request decided without the store, local
+		// denials of keys the fallback already admitted for included.
+		{"local", []int{200, 200, 200, 429, 429}, 200, "5"},
 		{"allow", []int{200, 200, 200, 200, 200}, 200, "5"},
 		{"deny", []int{503, 503, 503, 503, 503}, 503, "5"},
 	} {

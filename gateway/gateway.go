@@ -328,6 +328,10 @@ func (g *Gateway) serve(rec *statusRecorder, r *http.Request) string {
 // Registry returns the registry the gateway's metrics are on.
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 
+// RecordReload counts a config reload in sluice_config_reloads_total: ok
+// when a new gateway was swapped in, failed when the old one kept serving.
+func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok) }
+
 // Config returns the configuration the gateway was built from. It must not be modified.
 func (g *Gateway) Config() *config.Config { return g.cfg }
 

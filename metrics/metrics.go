@@ -59,6 +59,7 @@ type Metrics struct {
 	storeDuration  prometheus.Histogram
 	fallback       *prometheus.CounterVec
 	fallbackActive prometheus.Gauge
+	reloads        *prometheus.CounterVec
 }
 
 // New creates sluice's collectors and registers them on reg. When reg already
@@ -101,6 +102,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_fallback_active",
 		Help: "1 while decisions are made without the store, 0 otherwise.",
 	}))
+	m.reloads = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_config_reloads_total",
+		Help: "Config reloads (SIGHUP) by result: ok (swapped in) or failed (old config kept).",
+	}, []string{"result"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -225,4 +230,17 @@ func (m *Metrics) SetFallbackActive(active bool) {
 		v = 1
 	}
 	m.fallbackActive.Set(v)
+}
+
+// Reload counts one config reload: ok when the new config was swapped in,
+// failed when it was rejected and the old one kept serving.
+func (m *Metrics) Reload(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "failed"
+	if ok {
+		result = "ok"
+	}
+	m.reloads.WithLabelValues(result).Inc()
 }

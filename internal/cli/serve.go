@@ -76,14 +76,17 @@ func reload(file string, srv *gateway.Server, env Env, log *slog.Logger) {
 	cfg, err := config.Load(file, env.LookupEnv)
 	if err != nil {
 		log.Error("reload failed; keeping the running config", "file", file, "errors", errorLines(err))
+		old.RecordReload(false)
 		return
 	}
 	g, err := gateway.New(cfg, gateway.Deps{Logger: log, Registry: old.Registry(), Previous: old})
 	if err != nil {
 		log.Error("reload failed; keeping the running config", "file", file, "error", err)
+		old.RecordReload(false)
 		return
 	}
 	srv.Swap(g)
+	g.RecordReload(true)
 	log.Info("config reloaded", "file", file, "routes", len(cfg.Routes))
 }
 

@@ -56,6 +56,11 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		if err != nil {
 			return false, fmt.Errorf("fallback store: local: %w", err)
 		}
+		// A denial by the Local store alone is a decision made without the
+		// primary: it counts as a fallback decision (SPEC §5).
+		if s.onFall != nil {
+			s.onFall(ctx, s.mode)
+		}
 		return false, nil
 	}
 	s.debts.charge(reqs, out)
