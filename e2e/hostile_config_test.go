@@ -77,7 +77,8 @@ func TestHostileConfigServeRefuses(t *testing.T) {
 }
 
 // TestHostileConfigReloadKeepsOld is row G1 on reload: each broken file
-// sent with SIGHUP is logged with FILE:LINE and the running config keeps
+// sent with SIGHUP is logged with FILE:LINE, counted in
+// sluice_config_reloads_total{result="failed"}, and the running config keeps
 // serving, budgets included; a good file afterwards still reloads.
 func TestHostileConfigReloadKeepsOld(t *testing.T) {
 	t.Parallel()
@@ -112,9 +113,15 @@ routes:
 	if r := get(t, p.base+"/hello"); r.code != 429 {
 		t.Errorf("after %d failed reloads: %d, want 429 (the old limiter's budget kept)", len(brokenConfigs), r.code)
 	}
+	if got, want := p.metric(`sluice_config_reloads_total{result="failed"}`), itoa(int64(len(brokenConfigs))); got != want {
+		t.Errorf(`sluice_config_reloads_total{result="failed"} = %q, want %s`, got, want)
+	}
 	writeFile(t, p.config, good("v2"))
 	p.signal(syscall.SIGHUP)
 	p.waitLog("config reloaded", 1)
+	if got := p.metric(`sluice_config_reloads_total{result="ok"}`); got != "1" {
+		t.Errorf(`sluice_config_reloads_total{result="ok"} = %q, want 1`, got)
+	}
 	if r := get(t, p.base+"/hello"); r.code != 429 {
 		t.Errorf("after a good reload: %d %q, want 429 (same store, same budget)", r.code, r.body)
 	}
