@@ -231,9 +231,10 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 
 // cellRun is what one run of a cell measured.
 type cellRun struct {
-	max, fixed   phase
-	gatewayCPU   time.Duration // during the max attack; 0 if direct or unknown
-	storeTrouble float64       // store errors + fallback decisions
+	max, fixed      phase
+	gatewayCPU      time.Duration // during the max attack; 0 if direct or unknown
+	gatewayCPUFixed time.Duration // during the fixed-rate attack; 0 if direct or unknown
+	storeTrouble    float64       // store errors + fallback decisions
 }
 
 // runCell starts the cell's gateway (unless direct), warms up, runs the max
@@ -276,7 +277,15 @@ func runCell(ctx context.Context, c *config, ce cell, upstreamAddr, redisAddr, d
 			r.gatewayCPU = cpu1 - cpu0
 		}
 	}
+	if g != nil {
+		cpu0, cpuOK = g.cpu()
+	}
 	r.fixed = attack(ctx, tr, c.rate, c.fixedWorkers, c.duration)
+	if g != nil && cpuOK {
+		if cpu1, ok := g.cpu(); ok {
+			r.gatewayCPUFixed = cpu1 - cpu0
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
