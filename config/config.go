@@ -144,6 +144,19 @@ type Store struct {
 	// Redis is the Redis connection, used when Type is "redis" and ignored
 	// otherwise.
 	Redis Redis `yaml:"redis"`
+	// Memory configures the in-process store: the store itself when Type is
+	// "memory", and each instance's local fallback when Type is "redis" and
+	// OnError is "local".
+	Memory Memory `yaml:"memory"`
+}
+
+// Memory configures the in-process store.
+type Memory struct {
+	// MaxKeys caps the number of keys tracked at once, at least 1. Default
+	// 1048576. Past the cap, no tracked key is evicted: new keys share one
+	// overflow budget per policy, which is stricter than their own budgets
+	// and never unlimited, until idle keys expire and make room.
+	MaxKeys int `yaml:"max_keys"`
 }
 
 // Redis configures the Redis connection.

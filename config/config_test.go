@@ -71,7 +71,8 @@ policies:
 	if c.Admin != (Admin{Listen: "127.0.0.1:9090"}) {
 		t.Errorf("admin = %+v", c.Admin)
 	}
-	wantStore := Store{Type: "memory", Prefix: "sluice", Timeout: 50 * time.Millisecond, OnError: "local", Redis: Redis{Mode: "standalone"}}
+	wantStore := Store{Type: "memory", Prefix: "sluice", Timeout: 50 * time.Millisecond, OnError: "local", Redis: Redis{Mode: "standalone"},
+		Memory: Memory{MaxKeys: 1 << 20}}
 	if diff := cmp.Diff(wantStore, c.Store); diff != "" {
 		t.Errorf("store defaults (-want +got):\n%s", diff)
 	}

@@ -16,6 +16,7 @@ const (
 	DefaultAdminListen       = "127.0.0.1:9090"
 	DefaultStorePrefix       = "sluice"
 	DefaultStoreTimeout      = 50 * time.Millisecond
+	DefaultMemoryMaxKeys     = 1 << 20 // store/memory's DefaultMaxKeys
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultRespondStatus     = 200
 	DefaultCost              = 1
@@ -45,6 +46,7 @@ func ApplyDefaults(c *Config) {
 	setDefault(&st.Timeout, DefaultStoreTimeout)
 	setDefault(&st.OnError, OnErrorLocal)
 	setDefault(&st.Redis.Mode, RedisStandalone)
+	setDefault(&st.Memory.MaxKeys, DefaultMemoryMaxKeys)
 
 	for name, p := range c.Policies {
 		if p.Algorithm == ratelimit.LeakyBucket && p.Mode == "" {

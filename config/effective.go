@@ -50,6 +50,8 @@ func (c *Config) Effective() string {
 	w.kv(2, "password", secret(st.Redis.Password))
 	w.kv(2, "db", strconv.Itoa(st.Redis.DB))
 	w.kv(2, "tls", strconv.FormatBool(st.Redis.TLS))
+	w.line(1, "memory:")
+	w.kv(2, "max_keys", strconv.Itoa(st.Memory.MaxKeys))
 
 	if len(c.Policies) == 0 {
 		w.kv(0, "policies", "{}")

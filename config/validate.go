@@ -133,6 +133,8 @@ func (v *validator) explicitZeros(c *Config) {
 	positive("store.timeout", c.Store.Timeout)
 	zero("store.on_error", c.Store.OnError == "", "is empty (allowed: local, allow, deny)")
 	zero("store.redis.mode", c.Store.Redis.Mode == "", "is empty (allowed: standalone, sentinel, cluster)")
+	zero("store.memory.max_keys", c.Store.Memory.MaxKeys == 0,
+		"must be at least 1, got 0 (leave it out for "+strconv.Itoa(DefaultMemoryMaxKeys)+")")
 	for i, r := range c.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
 		positive(p+".timeout", r.Timeout)
@@ -245,6 +247,11 @@ func (v *validator) store(s *Store) {
 	case OnErrorLocal, OnErrorAllow, OnErrorDeny:
 	default:
 		v.errf("store.on_error", "unknown on_error %q (allowed: local, allow, deny)", s.OnError)
+	}
+	// Checked whatever the type: it also sizes the local fallback of a
+	// Redis store.
+	if s.Memory.MaxKeys < 0 || s.Memory.MaxKeys == 0 && v.given("store.memory.max_keys", true) {
+		v.errf("store.memory.max_keys", "must be at least 1, got %d", s.Memory.MaxKeys)
 	}
 	if s.Type != StoreRedis {
 		return // the redis section is ignored

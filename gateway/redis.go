@@ -42,7 +42,7 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 	mode := fallback.Mode(cfg.Store.OnError)
 	var local ratelimit.Store
 	if mode == fallback.Local || mode == "" {
-		ls, err := memory.New(memory.Options{Clock: clock})
+		ls, err := memory.New(memory.Options{Clock: clock, MaxKeys: cfg.Store.Memory.MaxKeys})
 		if err != nil {
 			rs.Close()
 			return nil, fmt.Errorf("gateway: local fallback store: %w", err)

@@ -67,18 +67,18 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 		return &sharedStore{Store: deps.Store, refs: 1, overrides: newOverrides(shared, log)}, nil
 	}
 	// Two configs can share a store when they would build the same one. A
-	// memory store has no settings in the store section; a Redis store
-	// depends on all of it.
+	// memory store depends only on store.memory; a Redis store (with its
+	// local fallback) on all of the store section.
 	spec := fmt.Sprintf("%#v", cfg.Store)
 	if cfg.Store.Type == config.StoreMemory || cfg.Store.Type == "" {
-		spec = config.StoreMemory
+		spec = fmt.Sprintf("%s %#v", config.StoreMemory, cfg.Store.Memory)
 	}
 	if p := deps.Previous; p != nil && p.store.closer != nil && p.store.spec == spec && p.store.acquire() {
 		return p.store, nil
 	}
 	switch cfg.Store.Type {
 	case config.StoreMemory, "":
-		s, err := memory.New(memory.Options{Clock: deps.Clock})
+		s, err := memory.New(memory.Options{Clock: deps.Clock, MaxKeys: cfg.Store.Memory.MaxKeys})
 		if err != nil {
 			return nil, fmt.Errorf("gateway: memory store: %w", err)
 		}

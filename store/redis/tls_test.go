@@ -56,7 +56,7 @@ func TestTLS(t *testing.T) {
 	if _, err := plain.Evaluate(context.Background(), req, out); err == nil {
 		t.Fatal("Evaluate without TLS on the TLS port succeeded")
 	}
-	untrusted := mustNew(t, Options{Addrs: []string{addr}, TLS: &tls.Config{MinVersion: tls.VersionTLS12}, Timeout: 500 * time.Millisecond})
+	untrusted := mustNew(t, Options{Addrs: []string{addr}, TLS: &tls.Config{MinVersion: tls.VersionTLS12}, Timeout: 5 * time.Second})
 	if _, err := untrusted.Evaluate(context.Background(), req, out); ErrorKind(err) != "connection" {
 		t.Fatalf("Evaluate with an untrusted certificate: %v (kind %q), want a connection error", err, ErrorKind(err))
 	}
