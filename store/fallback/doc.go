@@ -65,8 +65,9 @@
 //     during the outage therefore stay spent after recovery. A key that keeps
 //     being used keeps owing; an idle one is forgotten once its local state
 //     is full, when the primary cannot be ahead any more either. A request
-//     the Local store denies this way is answered without asking the primary
-//     (and is not counted by OnFallback: the primary works); one the Local
+//     the Local store denies this way is answered without asking the primary,
+//     so it is a decision made without the store and counted by OnFallback
+//     (SPEC §5), even though the primary works; one the Local
 //     store admits and the primary denies keeps its local charge (extra
 //     denials, never extra admissions). A half-open probe is only sent by
 //     a request the primary is actually asked about.
