@@ -27,6 +27,9 @@ type cellResult struct {
 	// where they could not be read.
 	clientCPU, serverCPU time.Duration
 	cpuOK                bool
+	// scriptTime is Redis' time inside EVAL/EVALSHA per call over the
+	// whole cell (warm-up included): the script's own cost.
+	scriptTime time.Duration
 	// runs is the number of runs of the cell; minRate and maxRate are the
 	// lowest and highest decisions/s among them.
 	runs             int
@@ -98,6 +101,36 @@ type workerStats struct {
 	lastDone                   time.Time
 }
 
+// work decides on random keys back to back until a call would start at or
+// after until, tallying the calls that start at or after from.
+func (st *workerStats) work(ctx context.Context, decide decideFunc, rng *rand.Rand, nkeys int, from, until time.Time) {
+	for ctx.Err() == nil {
+		i := rng.IntN(nkeys)
+		t0 := time.Now()
+		if !t0.Before(until) {
+			return
+		}
+		allowed, err := decide(ctx, i)
+		t1 := time.Now()
+		if t0.Before(from) {
+			continue
+		}
+		st.lastDone = t1
+		if err != nil {
+			if st.errors == 0 {
+				st.firstErr = err
+			}
+			st.errors++
+			continue
+		}
+		st.decisions++
+		if allowed {
+			st.allowed++
+		}
+		st.hist.record(t1.Sub(t0))
+	}
+}
+
 // runCell runs conc workers against tg for warmup+measure; each worker
 // decides on uniformly random keys back to back. Calls that start during the
 // warm-up are neither counted nor timed.
@@ -117,33 +150,7 @@ func runCell(ctx context.Context, tg *target, nkeys int, conc int, warmup, measu
 		stats[w] = st
 		decide := tg.newWorker()
 		rng := rand.New(rand.NewPCG(uint64(w), uint64(nkeys)))
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := rng.IntN(nkeys)
-				t0 := time.Now()
-				if !t0.Before(until) {
-					return
-				}
-				allowed, err := decide(ctx, i)
-				t1 := time.Now()
-				if t0.Before(from) {
-					continue
-				}
-				st.lastDone = t1
-				if err != nil {
-					if st.errors == 0 {
-						st.firstErr = err
-					}
-					st.errors++
-					continue
-				}
-				st.decisions++
-				if allowed {
-					st.allowed++
-				}
-				st.hist.record(t1.Sub(t0))
-			}
-		})
+		wg.Go(func() { st.work(ctx, decide, rng, nkeys, from, until) })
 	}
 	wg.Wait()
 	cpuTo, cpu0 := sampleCPU(serverPID), <-cpuFrom

@@ -37,12 +37,12 @@ type target struct {
 
 // env is what implementations need to connect, and the cell's key set.
 type env struct {
-	addr       string
-	goredisOpt goredisPool
-	flushDelay time.Duration // rueidis-script's MaxFlushDelay
-	call       *scriptCall   // sluice's token-bucket script call, captured once
-	keys       []string
-	replay     [][]string // call's Redis keys for each of keys, built on first use
+	addr        string
+	goredisPool int           // go-redis PoolSize; zero keeps the library default (10 per GOMAXPROCS)
+	flushDelay  time.Duration // rueidis-script's MaxFlushDelay
+	call        *scriptCall   // sluice's token-bucket script call, captured once
+	keys        []string
+	replay      [][]string // call's Redis keys for each of keys, built on first use
 }
 
 // setKeys sets the key set of the next cells.
@@ -62,10 +62,6 @@ func (e *env) replayKeys() [][]string {
 	}
 	return e.replay
 }
-
-// goredisPool is the go-redis PoolSize; zero keeps the library default
-// (10 per GOMAXPROCS).
-type goredisPool int
 
 // impl is one implementation under test.
 type impl struct {
@@ -119,7 +115,7 @@ func findImpl(name string) (impl, bool) {
 }
 
 func newGoredis(e *env) *goredis.Client {
-	return goredis.NewClient(&goredis.Options{Addr: e.addr, PoolSize: int(e.goredisOpt)})
+	return goredis.NewClient(&goredis.Options{Addr: e.addr, PoolSize: e.goredisPool})
 }
 
 func openRedisRate(ctx context.Context, e *env) (*target, error) {

@@ -192,7 +192,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	rep := &report{cfg: c, started: time.Now().UTC(), redisVersion: srv.version,
 		goVersion: runtime.Version(), cpus: runtime.NumCPU(), procs: runtime.GOMAXPROCS(0), loadBefore: loadAvg()}
 	defer func() { rep.loadAfter = loadAvg() }()
-	e := &env{addr: srv.addr, goredisOpt: goredisPool(c.goredisPool), flushDelay: c.flushDelay}
+	e := &env{addr: srv.addr, goredisPool: c.goredisPool, flushDelay: c.flushDelay}
 	benchBin, benchErr := exec.LookPath(c.redisBenchmark)
 	needCall := benchErr == nil || slices.ContainsFunc(c.impls, func(im impl) bool { return im.needsProbe })
 	if needCall {
@@ -203,53 +203,75 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	}
 	for _, n := range c.keys {
 		e.setKeys(keyNames(n))
-		// Implementations alternate within each concurrency (and repeats
-		// come in rounds), so a change in the machine's load during the run
-		// hits them alike.
-		for _, conc := range c.conc {
-			runs := make([][]cellResult, len(c.impls))
-			for range c.repeat {
-				for i, im := range c.impls {
-					r, err := runFlushed(ctx, srv, im, e, conc, c.warmup, c.duration)
-					if err != nil {
-						return nil, err
-					}
-					cc, sc, _ := r.cpuPerDecision()
-					fmt.Fprintf(logw, "%-15s keys=%-6d conc=%-3d %9.0f decisions/s p50=%v p99=%v errors=%d cpu/decision client=%v redis=%v\n",
-						im.name, n, conc, r.perSecond(), r.p50, r.p99, r.errors, cc, sc)
-					if r.firstErr != nil {
-						fmt.Fprintf(logw, "  first error: %v\n", r.firstErr)
-					}
-					runs[i] = append(runs[i], r)
-				}
-			}
-			for _, rs := range runs {
-				rep.cells = append(rep.cells, median(rs))
-			}
+		if err := runCells(ctx, c, srv, e, rep, logw); err != nil {
+			return nil, err
 		}
 		if benchErr != nil {
 			rep.ceilingSkipped = benchErr.Error()
 			continue
 		}
-		if _, err := srv.do(ctx, "FLUSHALL"); err != nil {
-			return nil, fmt.Errorf("flush before ceiling: %w", err)
+		cr, err := runCeilings(ctx, c, benchBin, srv, e.call, n, logw)
+		if err != nil {
+			return nil, err
 		}
-		measure := c.duration
-		if c.quick {
-			measure = 0 // the 20 000-request probe is enough for a smoke run
-		}
-		var crs []ceilingResult
-		for range c.repeat {
-			cr, err := runCeiling(ctx, benchBin, srv, e.call, n, c.ceilingConc, c.pipeline, measure, 20_000)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(logw, "%-15s keys=%-6d conc=%-3d %9.0f decisions/s (-P %d) redis cpu/decision=%v\n", "ceiling", n, cr.clients, cr.rps, cr.pipeline, cr.serverCPUPer)
-			crs = append(crs, cr)
-		}
-		rep.ceilings = append(rep.ceilings, medianCeiling(crs))
+		rep.ceilings = append(rep.ceilings, cr)
 	}
 	return rep, nil
+}
+
+// runCells runs every (concurrency, implementation) cell on e's key set and
+// adds the median of each cell's runs to rep. Implementations alternate
+// within each concurrency (and repeats come in rounds), so a change in the
+// machine's load during the run hits them alike.
+func runCells(ctx context.Context, c *config, srv *server, e *env, rep *report, logw io.Writer) error {
+	for _, conc := range c.conc {
+		runs := make([][]cellResult, len(c.impls))
+		for range c.repeat {
+			for i, im := range c.impls {
+				r, err := runFlushed(ctx, srv, im, e, conc, c.warmup, c.duration)
+				if err != nil {
+					return err
+				}
+				cc, sc, _ := r.cpuPerDecision()
+				fmt.Fprintf(logw, "%-15s keys=%-6d conc=%-3d %9.0f decisions/s p50=%v p99=%v errors=%d cpu/decision client=%v redis=%v\n",
+					im.name, len(e.keys), conc, r.perSecond(), r.p50, r.p99, r.errors, cc, sc)
+				if r.firstErr != nil {
+					fmt.Fprintf(logw, "  first error: %v\n", r.firstErr)
+				}
+				runs[i] = append(runs[i], r)
+			}
+		}
+		for _, rs := range runs {
+			rep.cells = append(rep.cells, median(rs))
+		}
+	}
+	return nil
+}
+
+// runCeilings measures the ceiling on keys random keys c.repeat times and
+// returns the median run.
+func runCeilings(ctx context.Context, c *config, bin string, srv *server, call *scriptCall, keys int, logw io.Writer) (ceilingResult, error) {
+	if _, err := srv.do(ctx, "FLUSHALL"); err != nil {
+		return ceilingResult{}, fmt.Errorf("flush before ceiling: %w", err)
+	}
+	measure := c.duration
+	// The probe must be long enough that connecting the clients and the
+	// last partial batches do not dominate it.
+	probe := max(20_000, 20*c.ceilingConc*c.pipeline)
+	if c.quick {
+		measure, probe = 0, 20_000 // the probe is enough for a smoke run
+	}
+	var crs []ceilingResult
+	for range c.repeat {
+		cr, err := runCeiling(ctx, bin, srv, call, keys, c.ceilingConc, c.pipeline, measure, probe)
+		if err != nil {
+			return ceilingResult{}, err
+		}
+		fmt.Fprintf(logw, "%-15s keys=%-6d conc=%-3d %9.0f decisions/s (-P %d) redis cpu/decision=%v\n",
+			"ceiling", keys, cr.clients, cr.rps, cr.pipeline, cr.serverCPUPer)
+		crs = append(crs, cr)
+	}
+	return medianCeiling(crs), nil
 }
 
 // loadAvg returns the 1-minute load average from /proc/loadavg, or "" where
@@ -275,8 +297,18 @@ func runFlushed(ctx context.Context, srv *server, im impl, e *env, conc int, war
 	if _, err := srv.do(ctx, "FLUSHALL"); err != nil {
 		return cellResult{}, fmt.Errorf("flush before %s: %w", im.name, err)
 	}
+	if _, err := srv.do(ctx, "CONFIG", "RESETSTAT"); err != nil {
+		return cellResult{}, fmt.Errorf("reset stats before %s: %w", im.name, err)
+	}
 	runtime.GC()
-	return runOne(ctx, im, e, conc, warmup, measure, srv.cmd.Process.Pid)
+	r, err := runOne(ctx, im, e, conc, warmup, measure, srv.cmd.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	if r.scriptTime, err = srv.scriptTimePerCall(ctx); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // runOne opens im, runs one cell and closes it.

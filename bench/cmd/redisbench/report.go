@@ -82,8 +82,9 @@ func (r *report) markdown() string {
 		"drawn uniformly from the key count; the database is flushed before each cell, nothing is preloaded. "+
 		"Latency is per decision, from a log-linear histogram (±1.6%%). "+
 		"CPU/decision is the CPU time the harness process (client library, store code and the harness loop) "+
-		"and redis-server used during the measured window, divided by the calls made: unlike decisions/s it "+
-		"hardly moves with other load on the machine.\n", c.warmup, c.duration)
+		"and redis-server used during the measured window, divided by the calls made; it moves less than decisions/s "+
+		"with other load on the machine. Script time/call is Redis' own time inside EVALSHA per call "+
+		"(INFO commandstats, warm-up included): the Lua script's cost without the socket work.\n", c.warmup, c.duration)
 	if c.repeat > 1 {
 		fmt.Fprintf(&b, "- Each cell ran %d times, in rounds over the implementations; the row is the run with the median decisions/s "+
 			"(its latencies and CPU), the range is the lowest and highest run, errors add up over all runs.\n", c.repeat)
@@ -123,7 +124,7 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 	if c.repeat > 1 {
 		rangeHead, rangeSep = " range of runs |", "---:|"
 	}
-	fmt.Fprintf(b, "| impl | conc | decisions/s |%s p50 | p99 | allowed | errors | client CPU/decision | redis CPU/decision |\n|---|---:|---:|%s---:|---:|---:|---:|---:|---:|\n", rangeHead, rangeSep)
+	fmt.Fprintf(b, "| impl | conc | decisions/s |%s p50 | p99 | allowed | errors | client CPU/decision | redis CPU/decision | script time/call |\n|---|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|\n", rangeHead, rangeSep)
 	for _, im := range c.impls {
 		for _, conc := range c.conc {
 			cell, ok := r.cell(im.name, n, conc)
@@ -142,8 +143,12 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 			if c.repeat > 1 {
 				rng = fmt.Sprintf(" %.0f–%.0f |", cell.minRate, cell.maxRate)
 			}
-			fmt.Fprintf(b, "| %s | %d | %.0f |%s %s | %s | %s | %d | %s | %s |\n",
-				im.name, conc, cell.perSecond(), rng, fmtDur(cell.p50), fmtDur(cell.p99), allowed, cell.errors, clientCPU, serverCPU)
+			script := "n/a"
+			if cell.scriptTime > 0 {
+				script = fmtMicros(cell.scriptTime)
+			}
+			fmt.Fprintf(b, "| %s | %d | %.0f |%s %s | %s | %s | %d | %s | %s | %s |\n",
+				im.name, conc, cell.perSecond(), rng, fmtDur(cell.p50), fmtDur(cell.p99), allowed, cell.errors, clientCPU, serverCPU, script)
 		}
 	}
 	ceil, haveCeil := r.ceiling(n)
@@ -159,8 +164,26 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 		fmt.Fprintf(b, "\nCeiling: `redis-benchmark %s` → **%.0f decisions/s** (%sp50 %s, p99 %s per request as redis-benchmark counts them, %d requests; redis CPU/decision %s).\n",
 			strings.Join(quoteArgs(ceil.args), " "), ceil.rps, rng, fmtDur(ceil.p50), fmtDur(ceil.p99), ceil.requests, serverCPU)
 	}
+	if haveCeil {
+		var above []string
+		for _, cell := range r.cells {
+			if cell.keys == n && cell.perSecond() > ceil.rps {
+				above = append(above, fmt.Sprintf("%s at %d", cell.impl, cell.conc))
+			}
+		}
+		if len(above) > 0 {
+			fmt.Fprintf(b, "\n**Warning:** the ceiling is below what %s reached, so on this run it was starved "+
+				"(redis-benchmark shares the cores too) and the ratios to it mean little.\n", strings.Join(above, ", "))
+		}
+	}
+	r.ratios(b, n, ceil, haveCeil)
+	r.targets(b, n, ceil, haveCeil)
+}
+
+// ratios writes the table of sluice's rate against the others for n keys.
+func (r *report) ratios(b *strings.Builder, n int, ceil ceilingResult, haveCeil bool) {
 	fmt.Fprintf(b, "\n| conc | sluice / redis_rate | sluice / ceiling | sluice / rueidis-script | rueidis-script / goredis-script |\n|---:|---:|---:|---:|---:|\n")
-	for _, conc := range c.conc {
+	for _, conc := range r.cfg.conc {
 		s, _ := r.cell(sluiceName, n, conc)
 		ratio := func(other string) string {
 			o, ok := r.cell(other, n, conc)
@@ -181,7 +204,6 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 		}
 		fmt.Fprintf(b, "| %d | %s | %s | %s | %s |\n", conc, ratio(redisRateName), ofCeil, ratio(rueidisScriptName), rs)
 	}
-	r.targets(b, n, ceil, haveCeil)
 }
 
 // targets writes whether sluice met the issue's targets at each concurrency

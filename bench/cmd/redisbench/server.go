@@ -197,3 +197,37 @@ func freePort() (int, error) {
 	}
 	return 0, errors.New("no free loopback port found")
 }
+
+// scriptTimePerCall returns the time Redis spent inside EVAL and EVALSHA
+// per call since the last CONFIG RESETSTAT (INFO commandstats), or 0 when
+// there was no script call. It excludes reading and writing the sockets.
+func (s *server) scriptTimePerCall(ctx context.Context) (time.Duration, error) {
+	info, err := s.do(ctx, "INFO", "commandstats")
+	if err != nil {
+		return 0, fmt.Errorf("read commandstats: %w", err)
+	}
+	var calls, usec int64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
+		}
+		if !ok {
+			continue
+		}
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls += n
+			case "usec":
+				usec += n
+			}
+		}
+	}
+	if calls == 0 {
+		return 0, nil
+	}
+	return time.Duration(usec) * time.Microsecond / time.Duration(calls), nil
+}
