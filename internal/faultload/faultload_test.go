@@ -48,8 +48,9 @@ func snaps(steps [][2]float64) []snapshot {
 	var fb, n float64
 	for i := 0; i <= len(steps); i++ {
 		out = append(out, snapshot{at: time.Duration(i) * 100 * time.Millisecond, m: Metrics{
-			`sluice_fallback_decisions_total{mode="local",route="acct"}`: fb,
-			`sluice_requests_total{code="200",route="acct"}`:             n,
+			`sluice_fallback_decisions_total{mode="local",route="bg"}`:   fb,
+			`sluice_requests_total{code="200",route="bg"}`:               n,
+			`sluice_fallback_decisions_total{mode="local",route="acct"}`: 1000 * fb, // ignored
 		}})
 		if i < len(steps) {
 			fb += steps[i][0]
@@ -70,7 +71,9 @@ func TestBackOnRedis(t *testing.T) {
 		{"fallback until 300ms", [][2]float64{{50, 50}, {50, 50}, {50, 50}, {0, 50}, {0, 50}}, 0, 300 * time.Millisecond},
 		{"measured from ref", [][2]float64{{50, 50}, {50, 50}, {0, 50}, {0, 50}}, 100 * time.Millisecond, 100 * time.Millisecond},
 		{"one stray fallback in 1% is back", [][2]float64{{50, 50}, {0, 100}, {1, 100}, {0, 100}}, 0, 100 * time.Millisecond},
-		{"a relapse counts", [][2]float64{{50, 50}, {0, 50}, {50, 50}, {0, 50}}, 0, 300 * time.Millisecond},
+		{"a relapse within 1s counts", [][2]float64{{50, 50}, {0, 50}, {50, 50}, {0, 50}}, 0, 300 * time.Millisecond},
+		{"a relapse after 1s does not", [][2]float64{{50, 50}, {0, 50}, {0, 50}, {0, 50}, {0, 50}, {0, 50}, {0, 50},
+			{0, 50}, {0, 50}, {0, 50}, {0, 50}, {0, 50}, {50, 50}, {0, 50}}, 0, 100 * time.Millisecond},
 		{"never", [][2]float64{{50, 50}, {50, 50}}, 0, -1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +113,7 @@ func echoServer(t *testing.T) string {
 				defer c.Close()
 				sc := bufio.NewScanner(c)
 				for sc.Scan() {
-					if sc.Text() == "END\r" {
+					if sc.Text() == "END" { // ScanLines drops the \r
 						io.WriteString(c, "+OK\r\n")
 					}
 				}

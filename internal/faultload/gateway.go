@@ -38,6 +38,7 @@ func StartGateway(binary, dir, yaml string) (*Gateway, error) {
 	}
 	g := &Gateway{logs: &logBuffer{max: 1 << 20}, exited: make(chan struct{})}
 	g.cmd = exec.Command(binary, "serve", "--config", path)
+	dieWithParent(g.cmd)
 	pr, pw := io.Pipe()
 	g.cmd.Stderr = io.MultiWriter(g.logs, pw)
 	g.cmd.Stdout = g.logs

@@ -53,8 +53,8 @@ func reshard(_ context.Context, e *Env) error {
 	})
 	e.Recover(e.Before, "resharding done", noop)
 	e.Check(func(r *Report) {
-		r.Note("moved %d slots (%d keys), the accounting key's slot %d among them; %.2f%% of limited requests decided without Redis",
-			moved, keys, acctSlot, 100*r.FallbackDecisions/max(1, r.LimitedRequests))
+		r.Note("moved %d slots (%d keys), the accounting key's slot %d among them; %.2f%% of background requests decided without Redis",
+			moved, keys, acctSlot, 100*r.BgShare())
 		// ASK, TRYAGAIN or MOVED reaching the store would be script or
 		// other errors; timeouts are the loaded machine.
 		if n := r.StoreErrors["script"] + r.StoreErrors["other"]; n > 0 {

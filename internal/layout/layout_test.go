@@ -29,6 +29,8 @@ var allowed = map[string][]string{
 	"cmd/sluice":         {"internal/cli"},
 	"simulate":           {"ratelimit", "store/memory", "config", "gonum.org/v1/plot"},
 	"internal/redistest": {},
+	// The load-and-fault harness (tests and bench/cmd/faultbench only).
+	"internal/faultload": {"internal/redistest"},
 	"internal/layout":    {},
 }
 
