@@ -46,7 +46,12 @@
 // key never hands out budget a live one would not. Token bucket, leaky
 // bucket, fixed window and gcra keys are kept in Redis' integer encoding
 // when they can be (see lua/prelude.lua), which keeps a token bucket or
-// gcra key under 100 bytes (MEMORY USAGE). With an explicit test time
+// gcra key under 100 bytes (MEMORY USAGE; 88 bytes with the default
+// prefix). A token bucket, leaky bucket or fixed window whose count (tokens
+// left, level, requests in the window) is 920 or more is stored as the
+// string "count:time" instead, about 120 bytes, so the 100-byte goal holds
+// for counts below 920; gcra's single integer has no such bound
+// (TestMemoryUsage checks both). With an explicit test time
 // ([Options].Clock) keys are kept an hour longer, as Redis' own clock runs
 // on while a test's stands still.
 //

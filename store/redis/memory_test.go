@@ -18,8 +18,9 @@ var memReport = flag.String("redis.memreport", "", "write the MEMORY USAGE table
 
 // TestMemoryUsage measures MEMORY USAGE of each algorithm's keys after one
 // admitted request (Redis TIME, default prefix length) and checks the goal
-// of at most 100 bytes per token_bucket and gcra key (issue 3, item 6). With
-// -redis.memreport=FILE it writes the table there.
+// of at most 100 bytes per token_bucket and gcra key (issue 3, item 6) while
+// the state is integer-encoded (a token bucket below 920 tokens), and where
+// that encoding ends. With -redis.memreport=FILE it writes the table there.
 func TestMemoryUsage(t *testing.T) {
 	c := standaloneRedis(t)
 	s, err := NewFromClient(c, Options{Timeout: 5 * time.Second}) // prefix "sluice", as in production
@@ -29,18 +30,23 @@ func TestMemoryUsage(t *testing.T) {
 	ctx := context.Background()
 	rows := []struct {
 		cfg  ratelimit.PolicyConfig
-		goal int64 // 0: no goal
+		goal int64  // 0: no goal
+		enc  string // OBJECT ENCODING of every key; "": not checked
 	}{
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10, Rate: 1}, 100},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 100, Rate: 10}, 100},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10000, Rate: 100}, 0},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 20, Rate: 10}, 100},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 10000, Rate: 100}, 100},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 10, Rate: 5}, 0},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 100, Window: time.Hour}, 0},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: 100, Window: time.Minute}, 0},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0},
-		{ratelimit.PolicyConfig{Name: "10 entries", Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10, Rate: 1}, 100, "int"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 100, Rate: 10}, 100, "int"},
+		// 919 tokens left: the largest count kept as an integer.
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 920, Rate: 10}, 100, "int"},
+		// 920 tokens left and more: the "count:time" string (doc.go).
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 921, Rate: 10}, 0, "embstr"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10000, Rate: 100}, 0, "embstr"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 20, Rate: 10}, 100, "int"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 10000, Rate: 100}, 100, "int"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 10, Rate: 5}, 0, "int"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 100, Window: time.Hour}, 0, "int"},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: 100, Window: time.Minute}, 0, ""},
+		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0, ""},
+		{ratelimit.PolicyConfig{Name: "10 entries", Algorithm: ratelimit.SlidingLog, Limit: 10, Window: time.Minute}, 0, ""},
 	}
 	var table strings.Builder
 	table.WriteString("| policy | key | MEMORY USAGE (bytes) | encoding |\n|---|---|---|---|\n")
@@ -67,6 +73,9 @@ func TestMemoryUsage(t *testing.T) {
 			fmt.Fprintf(&table, "| %v %s | `%s` | %d | %s |\n", p, p.Name(), k, n, enc)
 			if row.goal > 0 && n > row.goal {
 				t.Errorf("%v: MEMORY USAGE %s = %d bytes, goal ≤ %d", p, k, n, row.goal)
+			}
+			if row.enc != "" && enc != row.enc {
+				t.Errorf("%v: OBJECT ENCODING %s = %s, want %s", p, k, enc, row.enc)
 			}
 		}
 	}

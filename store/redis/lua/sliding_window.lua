@@ -17,21 +17,27 @@ local function sliding_window()
     return count * (part / w)
   end
 
-  -- sliding_retry mirrors ratelimit.slidingRetry.
-  local function sliding_retry(l, w, elapsed, curr, prev, n)
-    local function fits(e, c, pv)
-      return weighted(pv, w - e, w) + c + n <= l
+  -- first_fit mirrors ratelimit.firstFit: the smallest e in [lo, hi) with
+  -- fits(e), or hi; fits must be monotone. (hi − lo)/2 keeps mid exact.
+  local function first_fit(lo, hi, fits)
+    while lo < hi do
+      local mid = lo + math.floor((hi - lo) / 2)
+      if fits(mid) then
+        hi = mid
+      else
+        lo = mid + 1
+      end
     end
+    return lo
+  end
+
+  -- sliding_retry mirrors ratelimit.slidingRetry: bisection, as a linear
+  -- walk took O(w) steps for a large l.
+  local function sliding_retry(l, w, elapsed, curr, prev, n)
     if n <= l - curr and prev > 0 then -- curr + n ≤ l, without leaving 2^53
-      -- need prev·(w−e)/w ≤ l−curr−n  ⇔  e ≥ w − (l−curr−n)·w/prev
-      local e = w - math.floor((l - curr - n) * (w / prev))
-      e = math.max(e, elapsed + 1)
-      while e < w and not fits(e, curr, prev) do
-        e = e + 1
-      end
-      while e - 1 > elapsed and fits(e - 1, curr, prev) do -- the float formula may overshoot by 1µs
-        e = e - 1
-      end
+      local e = first_fit(elapsed + 1, w, function(e)
+        return weighted(prev, w - e, w) + curr + n <= l
+      end)
       if e < w then
         return e - elapsed
       end
@@ -40,17 +46,9 @@ local function sliding_window()
     if curr == 0 then
       return w - elapsed
     end
-    local e = w - math.floor((l - n) * (w / curr))
-    -- For a real request (n ≤ l) e ≤ w already. Only main.lua's view asks
-    -- with n = 2·l, where e can pass 2^53 and e − 1 == e would loop
-    -- forever (Go's int64 conversion overflows to 0 instead): clamp.
-    e = math.min(w, math.max(e, 0))
-    while e < w and not fits(e, 0, curr) do
-      e = e + 1
-    end
-    while e > 0 and fits(e - 1, 0, curr) do
-      e = e - 1
-    end
+    local e = first_fit(0, w, function(e)
+      return weighted(curr, w - e, w) + n <= l
+    end)
     return w - elapsed + e
   end
 
