@@ -11,6 +11,12 @@
 // package is internal and meant for tests and tools only: it starts
 // processes and generates load, and imports internal/redistest.
 //
+// Faults come from the Redis processes themselves (kill, SIGSTOP, CONFIG
+// SET, CLIENT KILL, SCRIPT FLUSH, a busy script, failovers, resharding) or
+// from [Proxy], a TCP proxy in front of Redis that delays replies (with
+// jitter), resets connections or blackholes them. The rows are in
+// scenarios.go and faults.go.
+//
 // # How the figures are measured
 //
 // The load is open-loop: request i is sent at start + i/rate whatever the

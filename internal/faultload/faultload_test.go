@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +188,98 @@ func TestProxyDelaysReplies(t *testing.T) {
 	p.ResetAll()
 	if _, err := r.ReadString('\n'); err == nil {
 		t.Error("connection still open after ResetAll")
+	}
+}
+
+func TestProxyBlackholeHoldsTraffic(t *testing.T) {
+	p, err := NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	io.WriteString(c, "END\r\n")
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	p.SetBlackhole(true)
+	io.WriteString(c, "END\r\n")
+	// A lower bound only: nothing may come back while blackholed.
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("reply %q through a blackhole", line)
+	}
+	c.SetReadDeadline(time.Time{})
+	p.SetBlackhole(false)
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("held reply after the blackhole: %q, %v", line, err)
+	}
+}
+
+func TestProxyJitterKeepsOrder(t *testing.T) {
+	p, err := NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetReplyDelay(2 * time.Millisecond)
+	p.SetReplyJitter(2 * time.Millisecond)
+	for range 100 {
+		if d := p.chunkDelay(); d < 0 || d > 4*time.Millisecond {
+			t.Fatalf("chunk delay %v outside 2ms ± 2ms", d)
+		}
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for range 20 {
+		io.WriteString(c, "END\r\n")
+	}
+	for i := range 20 {
+		if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+			t.Fatalf("reply %d: %q, %v", i, line, err)
+		}
+	}
+}
+
+func TestFDCount(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	pid := os.Getpid()
+	total0, to0, on0, err := fdCount(pid, port, port)
+	if err != nil {
+		t.Skip(err) // no /proc
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	total1, to1, on1, err := fdCount(pid, port, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dialed socket's remote port is port; the accepted one's local.
+	// (The total also moves with other descriptors of the test process.)
+	if to1 != to0+1 || on1 != on0+1 || total1 < 2 {
+		t.Errorf("fdCount after one connection: total %d→%d, to port %d→%d, on port %d→%d; want to +1, on +1",
+			total0, total1, to0, to1, on0, on1)
 	}
 }

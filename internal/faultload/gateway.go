@@ -78,6 +78,17 @@ func StartGateway(binary, dir, yaml string) (*Gateway, error) {
 // PID returns the gateway's process id.
 func (g *Gateway) PID() int { return g.cmd.Process.Pid }
 
+// Ports returns the gateway's public and admin ports.
+func (g *Gateway) Ports() []int {
+	var ps []int
+	for _, u := range []string{g.Base, g.Admin} {
+		if p, err := strconv.Atoi(u[strings.LastIndexByte(u, ':')+1:]); err == nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
 // Logs returns the last MiB of the gateway's output.
 func (g *Gateway) Logs() string { return g.logs.String() }
 

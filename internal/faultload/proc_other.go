@@ -2,8 +2,16 @@
 
 package faultload
 
-import "os/exec"
+import (
+	"errors"
+	"os/exec"
+)
 
 // dieWithParent does nothing outside Linux: an interrupted run may leave
 // the gateway running there.
 func dieWithParent(*exec.Cmd) {}
+
+// fdCount needs /proc; outside Linux it reports an error.
+func fdCount(pid, port int, local ...int) (total, toPort, onLocal int, err error) {
+	return 0, 0, 0, errors.New("faultload: fd count needs /proc (Linux)")
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,14 +14,17 @@ import (
 // Proxy is a TCP fault proxy for one backend (RELIABILITY.md §4): it
 // forwards each connection to the backend and can delay every reply chunk
 // (the backend has already executed the command: a reply lost to a client
-// timeout) or reset every open connection. It is safe for concurrent use.
+// timeout), with jitter, hold all traffic (a blackhole), or reset every
+// open connection. It is safe for concurrent use.
 type Proxy struct {
 	ln      net.Listener
 	target  string
 	delay   atomic.Int64     // ns added to each backend→client chunk
+	jitter  atomic.Int64     // ns: each chunk's delay is delay ± up to jitter
 	scripts map[string]int64 // EVALSHA sent, by SHA; EVAL under "EVAL"; guarded by mu
 	mu      sync.Mutex
 	conns   map[*net.TCPConn]struct{}
+	held    chan struct{} // non-nil while blackholed; closed when traffic flows again
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -43,6 +47,46 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // (zero: no delay). Order is kept.
 func (p *Proxy) SetReplyDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
+// SetReplyJitter makes each chunk's reply delay uniform in delay ± j (never
+// below zero) from now on. Order is kept: a chunk never overtakes an
+// earlier one.
+func (p *Proxy) SetReplyJitter(j time.Duration) { p.jitter.Store(int64(j)) }
+
+// SetBlackhole, while on, holds every byte in both directions and every
+// new connection (accepted, but nothing reaches the backend): a network
+// partition where TCP keeps retransmitting. Turned off, the held traffic
+// flows again, in order, on the connections still open.
+func (p *Proxy) SetBlackhole(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && p.held == nil:
+		p.held = make(chan struct{})
+	case !on && p.held != nil:
+		close(p.held)
+		p.held = nil
+	}
+}
+
+// pass waits while the proxy is blackholed.
+func (p *Proxy) pass() {
+	p.mu.Lock()
+	h := p.held
+	p.mu.Unlock()
+	if h != nil {
+		<-h
+	}
+}
+
+// chunkDelay is the reply delay for a chunk read now.
+func (p *Proxy) chunkDelay() time.Duration {
+	d := p.delay.Load()
+	if j := p.jitter.Load(); j > 0 {
+		d += rand.Int64N(2*j+1) - j
+	}
+	return time.Duration(max(0, d))
+}
+
 // ResetAll closes every open connection with a TCP reset.
 func (p *Proxy) ResetAll() {
 	p.mu.Lock()
@@ -58,6 +102,7 @@ func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.SetBlackhole(false)
 	err := p.ln.Close()
 	p.ResetAll()
 	p.wg.Wait()
@@ -97,6 +142,7 @@ func (p *Proxy) accept() {
 
 // serve pipes one client connection to a new backend connection.
 func (p *Proxy) serve(client *net.TCPConn) {
+	p.pass()
 	bc, err := net.DialTimeout("tcp", p.target, time.Second)
 	if err != nil {
 		client.SetLinger(0)
@@ -112,12 +158,23 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	defer p.untrack(client, backend)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		io.Copy(backend, &scriptCounter{r: client, p: p})
+		io.Copy(heldWriter{backend, p}, &scriptCounter{r: client, p: p})
 		backend.CloseWrite()
 	})
 	p.delayedCopy(client, backend)
 	client.CloseWrite()
 	wg.Wait()
+}
+
+// heldWriter writes to w once the proxy is not blackholed.
+type heldWriter struct {
+	w io.Writer
+	p *Proxy
+}
+
+func (h heldWriter) Write(b []byte) (int, error) {
+	h.p.pass()
+	return h.w.Write(b)
 }
 
 type chunk struct {
@@ -135,7 +192,7 @@ func (p *Proxy) delayedCopy(dst, src *net.TCPConn) {
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
-				ch <- chunk{time.Now().Add(time.Duration(p.delay.Load())), buf[:n]}
+				ch <- chunk{time.Now().Add(p.chunkDelay()), buf[:n]}
 			}
 			if err != nil {
 				return
@@ -146,6 +203,7 @@ func (p *Proxy) delayedCopy(dst, src *net.TCPConn) {
 		if d := time.Until(c.due); d > 0 {
 			time.Sleep(d)
 		}
+		p.pass()
 		if _, err := dst.Write(c.data); err != nil {
 			src.Close() // unblock the reader
 			for range ch {

@@ -65,6 +65,14 @@ type Scenario struct {
 	// RedisDownAtStart: the gateway starts while Redis is down, so the
 	// warm-up does not wait for Redis decisions.
 	RedisDownAtStart bool
+	// Steps, if above 1, makes the fault phase Steps × Options.Fault long:
+	// the scenario goes through Steps settings of Options.Fault each (B4's
+	// three latencies, B5's resets then blackhole).
+	Steps int
+	// MinFault, if longer, is the fault phase's length instead of
+	// Options.Fault (C2: the sentinels demote the old master seconds after
+	// the switch, and that must happen under load).
+	MinFault time.Duration
 	// Setup starts the Redis side, names it with Env.Redis and schedules the
 	// fault with Env.Inject and Env.Recover.
 	Setup func(ctx context.Context, e *Env) error
@@ -78,6 +86,7 @@ type Env struct {
 	cleanups []func()
 	checks   []func(r *Report)
 	dir      string
+	gw       *Gateway
 }
 
 // Event is a scheduled action and when it ran.
@@ -102,19 +111,34 @@ func (e *Env) Cleanup(fn func()) { e.cleanups = append(e.cleanups, fn) }
 // Check registers fn to examine (and amend) the report after the run.
 func (e *Env) Check(fn func(r *Report)) { e.checks = append(e.checks, fn) }
 
+// GatewayPID returns the gateway's process id; zero before it started
+// (during Setup). Events run after it started.
+func (e *Env) GatewayPID() int {
+	if e.gw == nil {
+		return 0
+	}
+	return e.gw.PID()
+}
+
 // Inject schedules do at offset at; the first one starts the fault phase.
-func (e *Env) Inject(at time.Duration, name string, do func(ctx context.Context) error) {
-	e.events = append(e.events, &Event{At: at, Name: name, Kind: "fault", Do: do})
+// The returned Event holds, after the run, when it actually ran.
+func (e *Env) Inject(at time.Duration, name string, do func(ctx context.Context) error) *Event {
+	return e.add(&Event{At: at, Name: name, Kind: "fault", Do: do})
 }
 
 // Recover schedules do at offset at; the fault phase ends when it returns.
-func (e *Env) Recover(at time.Duration, name string, do func(ctx context.Context) error) {
-	e.events = append(e.events, &Event{At: at, Name: name, Kind: "recover", Do: do})
+func (e *Env) Recover(at time.Duration, name string, do func(ctx context.Context) error) *Event {
+	return e.add(&Event{At: at, Name: name, Kind: "recover", Do: do})
 }
 
 // Event schedules do at offset at, with no effect on the phases.
-func (e *Env) Event(at time.Duration, name string, do func(ctx context.Context) error) {
-	e.events = append(e.events, &Event{At: at, Name: name, Do: do})
+func (e *Env) Event(at time.Duration, name string, do func(ctx context.Context) error) *Event {
+	return e.add(&Event{At: at, Name: name, Do: do})
+}
+
+func (e *Env) add(ev *Event) *Event {
+	e.events = append(e.events, ev)
+	return ev
 }
 
 // Run runs sc with opts: it sets the scenario up, starts an upstream and
@@ -123,6 +147,10 @@ func (e *Env) Event(at time.Duration, name string, do func(ctx context.Context) 
 // is in the report.
 func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	opts = opts.withDefaults()
+	if sc.Steps > 1 {
+		opts.Fault *= time.Duration(sc.Steps)
+	}
+	opts.Fault = max(opts.Fault, sc.MinFault)
 	if opts.Binary == "" {
 		return nil, errors.New("faultload: Options.Binary is required")
 	}
@@ -150,6 +178,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.gw = gw
 	defer func() {
 		if err := gw.Close(); err != nil {
 			opts.Logf("%s: %v", sc.ID, err)

@@ -19,9 +19,14 @@ func Scenarios() []Scenario {
 		{ID: "B1", Title: "Redis crash (kill -9), empty restart", StateLoss: true, Setup: crash},
 		{ID: "B2", Title: "hung Redis (SIGSTOP, then SIGCONT)", Hung: true, Setup: hung},
 		{ID: "B3", Title: "stalls (CLIENT PAUSE 300 ALL every 2s)", Hung: true, Setup: stalls},
+		{ID: "B4", Title: "added latency (fault proxy): timeout/4, 3/4, then 3/2 ± 1/2 (at 20ms: +5, +15, +30±10ms)",
+			Hung: true, Steps: 3, Setup: latency},
+		{ID: "B5", Title: "proxy reset_peer every 1s, then blackhole", Hung: true, Steps: 2, Setup: resets},
+		{ID: "B6", Title: "busy script (busy-reply-threshold 200, SCRIPT KILL)", Hung: true, Setup: busy},
 		{ID: "B7", Title: "Redis OOM (maxmemory 1mb, noeviction)", Setup: oom},
 		{ID: "B8", Title: "script cache loss (SCRIPT FLUSH every 1s)", MaxFallbackShare: 0.05, Setup: scriptFlush},
 		{ID: "B9", Title: "connection kills (CLIENT KILL TYPE normal every 1s)", Setup: clientKill},
+		{ID: "B10", Title: "connection cap (maxclients 4 reached, gateway's connections killed)", Setup: maxClients},
 		{ID: "B11", Title: "breaker flapping (STOP 300ms / CONT 700ms)", Hung: true, Setup: flapping},
 		{ID: "B12", Title: "gateway starts while Redis is down", RedisDownAtStart: true, Setup: downAtStart},
 		{ID: "B13", Title: "reply lost after execution (proxy delays replies past the timeout)", Hung: true, Setup: replyLost},
@@ -29,9 +34,15 @@ func Scenarios() []Scenario {
 		{ID: "B14-deny", Title: "B1 with on_error deny", OnError: "deny", StateLoss: true, Setup: crash},
 		{ID: "C1+C3", Title: "Sentinel master kill -9; the old master returns as a stale master", StateLoss: true,
 			BackFromFault: true, BackWithin: 4 * time.Second, Setup: sentinelKill},
+		{ID: "C2", Title: "graceful SENTINEL FAILOVER (old master demoted)", StateLoss: true,
+			BackFromFault: true, BackWithin: 4 * time.Second, MinFault: 12 * time.Second, Setup: sentinelFailover},
 		{ID: "D2", Title: "Cluster master kill -9 with replicas", StateLoss: true, BackFromFault: true,
 			BackWithin: 4 * time.Second, Setup: clusterKill},
 		{ID: "D3", Title: "Cluster resharding of 1,000 slots under load", Setup: reshard},
+		{ID: "D4", Title: "CLUSTER FAILOVER on a replica (manual, graceful)", BackFromFault: true,
+			BackWithin: 4 * time.Second, Setup: clusterFailover},
+		{ID: "D5", Title: "Cluster 3 masters, no replicas, full coverage no: one master lost", StateLoss: true,
+			BackWithin: 4 * time.Second, Setup: shardLost},
 	}
 }
 
@@ -372,6 +383,12 @@ func replyLost(_ context.Context, e *Env) error {
 // errorsBetween returns the store errors of kind counted between the
 // scrapes nearest from and to.
 func (r *Report) errorsBetween(kind string, from, to time.Duration) float64 {
+	return r.delta("sluice_store_errors_total", from, to, `kind="`+kind+`"`)
+}
+
+// delta returns how much the samples of metric with labels grew between
+// the last scrapes at or before from and to (the first scrape if none).
+func (r *Report) delta(metric string, from, to time.Duration, labels ...string) float64 {
 	at := func(t time.Duration) Metrics {
 		var m Metrics
 		for _, s := range r.res.snaps {
@@ -381,12 +398,18 @@ func (r *Report) errorsBetween(kind string, from, to time.Duration) float64 {
 		}
 		return m
 	}
-	lbl := `kind="` + kind + `"`
 	a, b := at(from), at(to)
 	if a == nil || b == nil {
 		return 0
 	}
-	return b.Sum("sluice_store_errors_total", lbl) - a.Sum("sluice_store_errors_total", lbl)
+	return b.Sum(metric, labels...) - a.Sum(metric, labels...)
+}
+
+// bgShareBetween returns the background keys' fallback decisions between
+// from and to, and their share of the background requests answered then.
+func (r *Report) bgShareBetween(from, to time.Duration) (fallback, share float64) {
+	fallback = r.delta("sluice_fallback_decisions_total", from, to, bgRoute)
+	return fallback, fallback / max(1, r.delta("sluice_requests_total", from, to, bgRoute))
 }
 
 func sentinelKill(_ context.Context, e *Env) error {
