@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"sync"
@@ -40,7 +42,7 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if len(reqs) == 0 {
 		return true, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	c, err := s.client(ctx)
 	if err != nil {
@@ -53,7 +55,8 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 		}
 	}
 	cl := s.newCall(modeEvaluate, now, reqs, nil)
-	overall, reps, err := s.run(ctx, c, cl, len(reqs))
+	var one [1]limitReply
+	overall, reps, err := s.run(ctx, c, cl, len(reqs), one[:])
 	if err != nil {
 		return false, err
 	}
@@ -73,7 +76,7 @@ func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []rateli
 	if len(reqs) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	c, err := s.client(ctx)
 	if err != nil {
@@ -130,6 +133,15 @@ func (s *Store) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 	return nil
 }
 
+// bound returns ctx limited to the store's Timeout. A ctx whose own
+// deadline comes first is used as it is, which saves the timer.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
 // slotGroups returns the request indices grouped by hash slot, in order of
 // first appearance.
 func slotGroups(reqs []ratelimit.Request) [][]int {
@@ -162,36 +174,74 @@ func (cl *call) indices(n int) []int {
 	return all
 }
 
-// newCall builds the script arguments for reqs[idx] (all of reqs if idx is nil).
+// newCall builds the script arguments for reqs[idx] (all of reqs if idx is
+// nil). The keys and numeric arguments are formatted into one buffer that
+// becomes a single string every KEYS and ARGV entry slices, and KEYS and
+// ARGV share one backing array: two allocations per call, whatever the
+// number of limits (it runs on every decision).
 func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) call {
 	n := len(reqs)
 	if idx != nil {
 		n = len(idx)
 	}
-	cl := call{idx: idx, keys: make([]string, 0, n), args: make([]string, 0, 2+7*n)}
-	cl.args = append(cl.args, mode, now)
-	for j := range n {
-		r := &reqs[j]
+	req := func(j int) *ratelimit.Request {
 		if idx != nil {
-			r = &reqs[idx[j]]
+			return &reqs[idx[j]]
 		}
+		return &reqs[j]
+	}
+	var bufArr [160]byte
+	var endsArr [16]int
+	buf, ends := bufArr[:0], endsArr[:0]
+	nkeys := 0
+	for j := range n {
+		r := req(j)
 		p := r.Policy
 		sp := specOf(p)
-		cl.keys = appendKeys(cl.keys, s.prefix, tag(r.Key), sp)
+		// Hash the key from the buffer's free space: no conversion copy.
+		mark := len(buf)
+		buf = append(buf, r.Key...)
+		sum := sha256.Sum256(buf[mark:])
+		buf = buf[:mark]
+		for _, suf := range sp.suffixes {
+			buf = append(buf, s.prefix...)
+			buf = append(buf, ":{"...)
+			buf = base64.RawURLEncoding.AppendEncode(buf, sum[:tagBytes])
+			buf = append(buf, "}:"...)
+			buf = append(buf, suf...)
+			ends = append(ends, len(buf))
+			nkeys++
+		}
+		for _, v := range [...]int64{p.Max(), per(p), p.MaxDelayMicros(), r.EffectiveCost()} {
+			buf = strconv.AppendInt(buf, v, 10)
+			ends = append(ends, len(buf))
+		}
+	}
+	str := string(buf)
+	start := 0
+	next := func() string {
+		v := str[start:ends[0]]
+		start, ends = ends[0], ends[1:]
+		return v
+	}
+	all := make([]string, nkeys+2+7*n)
+	cl := call{idx: idx, keys: all[:0:nkeys], args: all[nkeys:nkeys]}
+	cl.args = append(cl.args, mode, now)
+	for j := range n {
+		r := req(j)
+		sp := specOf(r.Policy)
+		for range sp.suffixes {
+			cl.keys = append(cl.keys, next())
+		}
 		shape, shadow := "0", "0"
-		if p.Mode() == ratelimit.Shape {
+		if r.Policy.Mode() == ratelimit.Shape {
 			shape = "1"
 		}
 		if r.Shadow {
 			shadow = "1"
 		}
-		cl.args = append(cl.args, sp.code,
-			strconv.FormatInt(p.Max(), 10),
-			strconv.FormatInt(per(p), 10),
-			shape,
-			strconv.FormatInt(p.MaxDelayMicros(), 10),
-			strconv.FormatInt(r.EffectiveCost(), 10),
-			shadow)
+		maxArg, perArg, maxDelay, cost := next(), next(), next(), next()
+		cl.args = append(cl.args, sp.code, maxArg, perArg, shape, maxDelay, cost, shadow)
 	}
 	return cl
 }
@@ -204,9 +254,10 @@ func per(p *ratelimit.Policy) int64 {
 	return p.IntervalMicros()
 }
 
-// run executes main.lua once and decodes its reply for n limits.
-func (s *Store) run(ctx context.Context, c *conn, cl call, total int) (bool, []limitReply, error) {
-	vals, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).AsIntSlice()
+// run executes main.lua once and decodes its reply for n limits into reps
+// (reused when it has room: a caller may pass an array on its stack).
+func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []limitReply) (bool, []limitReply, error) {
+	vals, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).ToArray()
 	if err != nil {
 		return false, nil, wrap("run script", err)
 	}
@@ -215,17 +266,33 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int) (bool, []l
 		n = len(cl.idx)
 	}
 	if len(vals) != replyHeader+replyPerLimit*n {
-		return false, nil, fmt.Errorf("redis store: run script: %w: %d integers for %d limits", errBadReply, len(vals), n)
+		return false, nil, fmt.Errorf("redis store: run script: %w: %d values for %d limits", errBadReply, len(vals), n)
 	}
-	reps := make([]limitReply, n)
+	var bad error
+	at := func(i int) int64 {
+		x, err := vals[i].AsInt64()
+		if err != nil && bad == nil {
+			bad = err
+		}
+		return x
+	}
+	overall := at(0) == 1
+	if cap(reps) >= n {
+		reps = reps[:n]
+	} else {
+		reps = make([]limitReply, n)
+	}
 	for j := range reps {
-		v := vals[replyHeader+replyPerLimit*j:]
+		v := replyHeader + replyPerLimit*j
 		reps[j] = limitReply{
-			allowed: v[0] == 1, remaining: v[1], reset: v[2], retry: v[3], delay: v[4],
-			consumed: v[5] == 1, extra: v[6], viewRemaining: v[7], viewReset: v[8],
+			allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4),
+			consumed: at(v+5) == 1, extra: at(v + 6), viewRemaining: at(v + 7), viewReset: at(v + 8),
 		}
 	}
-	return vals[0] == 1, reps, nil
+	if bad != nil {
+		return false, nil, fmt.Errorf("redis store: run script: %w: %w", errBadReply, bad)
+	}
+	return overall, reps, nil
 }
 
 // result is the outcome of one call in runAll.
@@ -239,13 +306,13 @@ type result struct {
 func (s *Store) runAll(ctx context.Context, c *conn, calls []call, total int) []result {
 	results := make([]result, len(calls))
 	if len(calls) == 1 {
-		results[0].overall, results[0].reps, results[0].err = s.run(ctx, c, calls[0], total)
+		results[0].overall, results[0].reps, results[0].err = s.run(ctx, c, calls[0], total, nil)
 		return results
 	}
 	var wg sync.WaitGroup
 	for g := range calls {
 		wg.Go(func() {
-			results[g].overall, results[g].reps, results[g].err = s.run(ctx, c, calls[g], total)
+			results[g].overall, results[g].reps, results[g].err = s.run(ctx, c, calls[g], total, nil)
 		})
 	}
 	wg.Wait()

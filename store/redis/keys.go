@@ -21,8 +21,12 @@ import (
 // The prefix may not contain braces (New checks it), or it would decide the
 // slot itself.
 
-// tagLen is the length of a tag: 16 bytes in unpadded base64.
-const tagLen = 22
+// tagBytes is how many bytes of the SHA-256 a tag keeps; tagLen is the
+// length of a tag: 16 bytes in unpadded base64.
+const (
+	tagBytes = 16
+	tagLen   = 22
+)
 
 // spec describes how one algorithm is laid out in Redis: its code in the
 // script's arguments and the suffixes of its keys.
@@ -63,7 +67,7 @@ func specOf(p *ratelimit.Policy) *spec {
 // tag returns the hash tag of a request key.
 func tag(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return base64.RawURLEncoding.EncodeToString(sum[:16])
+	return base64.RawURLEncoding.EncodeToString(sum[:tagBytes])
 }
 
 // appendKeys appends the Redis keys of one limit with the given tag.

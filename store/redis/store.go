@@ -37,6 +37,10 @@ const (
 	DefaultAddr        = "127.0.0.1:6379"
 	DefaultTimeout     = 50 * time.Millisecond
 	DefaultDialTimeout = time.Second
+	// DefaultMaxFlushDelay is rueidis' suggested flush delay: with many
+	// concurrent calls, waiting this long lets one socket write carry many
+	// scripts, which saves client and server CPU per decision.
+	DefaultMaxFlushDelay = 20 * time.Microsecond
 )
 
 // reconnectInterval is the least time between two attempts to set up the
@@ -77,6 +81,13 @@ type Options struct {
 	// outside a call; a call waits no longer than its own Timeout. Zero means
 	// one second.
 	DialTimeout time.Duration
+	// MaxFlushDelay is how long the client may wait before writing queued
+	// commands, so that concurrent calls share one socket write
+	// (auto-pipelining). It adds at most about that much latency, and only
+	// while several calls are in flight (a lone caller is written at once).
+	// Zero means DefaultMaxFlushDelay; a negative value always writes at
+	// once. Unused by NewFromClient.
+	MaxFlushDelay time.Duration
 	// Clock is for tests only. Nil (production) means each script reads
 	// Redis TIME, so every gateway instance shares Redis' clock. A non-nil
 	// Clock's time is passed to the scripts explicitly, so a timeline can be
@@ -135,6 +146,13 @@ func New(opts Options) (*Store, error) {
 	if dialTimeout == 0 {
 		dialTimeout = DefaultDialTimeout
 	}
+	flushDelay := opts.MaxFlushDelay
+	switch {
+	case flushDelay == 0:
+		flushDelay = DefaultMaxFlushDelay
+	case flushDelay < 0:
+		flushDelay = 0
+	}
 	s.owned = true
 	s.copt = rueidis.ClientOption{
 		InitAddress: addrs,
@@ -148,9 +166,10 @@ func New(opts Options) (*Store, error) {
 		ConnWriteTimeout: max(time.Second, 10*s.timeout),
 		// Never re-send a command after a network error: a script that timed
 		// out may have run, and would count twice.
-		DisableRetry: true,
-		DisableCache: true,
-		ClientName:   "sluice",
+		DisableRetry:  true,
+		DisableCache:  true,
+		ClientName:    "sluice",
+		MaxFlushDelay: flushDelay,
 	}
 	switch s.mode {
 	case Standalone:

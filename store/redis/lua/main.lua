@@ -45,6 +45,36 @@ else
   extra_ttl_ms = 3600000
 end
 
+-- One limit (the common request): the same steps as the general path below
+-- without its tables and second loop. With a single limit the request is
+-- admitted exactly when that limit admits or is a shadow, and only an
+-- admitting limit has anything to commit.
+if #ARGV == 9 then
+  local alg = DEFINE[tonumber(ARGV[3])]()
+  local p = {
+    max = tonumber(ARGV[4]),
+    per = tonumber(ARGV[5]),
+    shape = ARGV[6] == '1',
+    max_delay = tonumber(ARGV[7]),
+  }
+  local s = alg.load(KEYS)
+  local ns, d = alg.step(p, s, now, tonumber(ARGV[8]))
+  local vrem, vreset = 0, 0
+  if not d.allowed then
+    return {ARGV[9] == '1' and 1 or 0, now, 0, d.remaining, d.reset, d.retry, d.delay, 0, 0, 0, 0}
+  end
+  if mode == 'p' then
+    local _, v = alg.step(p, s, now, 2 * p.max)
+    return {1, now, 1, v.remaining, v.reset, d.retry, d.delay, 0, 0, 0, 0}
+  end
+  if mode == 'v' then
+    local _, v = alg.step(p, s, now, 2 * p.max) -- before the save: the log's view reads the set
+    vrem, vreset = v.remaining, v.reset
+  end
+  alg.save(KEYS, ns, math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms)
+  return {1, now, 1, d.remaining, d.reset, d.retry, d.delay, 1, ns.seq or ns.t, vrem, vreset}
+end
+
 -- phase 1: decide
 local limits = {}
 local overall = true

@@ -49,9 +49,9 @@ local function pack2(a, b)
 end
 
 local function unpack2(v)
-  local a, b = string.match(v, '^(%-?%d+):(%-?%d+)$')
-  if a then
-    return tonumber(a), tonumber(b)
+  local i = string.find(v, ':', 1, true) -- plain find: cheaper than a pattern
+  if i then
+    return tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1))
   end
   return tonumber(string.sub(v, 1, -17)) - 1, tonumber(string.sub(v, -16))
 end
