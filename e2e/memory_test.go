@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,7 +230,14 @@ func TestMemoryAllOrNothing(t *testing.T) {
 func TestShadowOverridesPlans(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	p := start(t, `store: {type: memory}`+header+`
+	p := start(t, shadowOverridesPlansConfig(`store: {type: memory}`, up.URL))
+	checkShadowOverridesPlans(t, p)
+}
+
+// shadowOverridesPlansConfig has a shadow-only route and a route whose
+// policy comes from an override, a plan or the default (SPEC §2).
+func shadowOverridesPlansConfig(store, up string) string {
+	return store + header + `
 policies:
   tiny:      {algorithm: fixed_window, limit: 2, window: 24h}
   base:      {algorithm: fixed_window, limit: 3, window: 24h}
@@ -243,7 +251,7 @@ routes:
       - {policy: tiny, key: header:X-User-Id, shadow: true}
   - id: tiered
     match: {path: /tiered}
-    upstream: `+up.URL+`
+    upstream: ` + up + `
     limits:
       - policy: base
         key: header:X-User-Id
@@ -251,7 +259,29 @@ routes:
         plans:
           from: header:X-Plan
           policies: {pro: pro-tier}
-`)
+`
+}
+
+// tierCase is one user and plan on the tiered route: the policy that should
+// decide and how many of 8 requests it admits.
+type tierCase struct {
+	user, plan, policy string
+	admitted           int
+}
+
+// tierCases run in order on a fresh shadowOverridesPlansConfig gateway.
+var tierCases = []tierCase{
+	{"plain", "", "base", 3},
+	{"vip-user", "", "vip", 6},
+	{"vip-user-2", "pro", "pro-tier", 4},
+	{"free", "free", "base", 3},
+	{"vip-user", "pro", "vip", 0}, // override beats plan; vip already spent
+}
+
+// checkShadowOverridesPlans: a shadow limit never denies and shows in no
+// header but counts shadow_denied; overrides beat plans, which beat the
+// default policy, each a budget of its own. It runs tierCases, then extra.
+func checkShadowOverridesPlans(t *testing.T, p *proc, extra ...tierCase) {
 	t.Run("shadow", func(t *testing.T) {
 		for i := range 4 {
 			r := get(t, p.base+"/shadow", "X-User-Id", "s")
@@ -272,16 +302,7 @@ routes:
 		}
 	})
 	t.Run("overrides and plans", func(t *testing.T) {
-		for _, tt := range []struct {
-			user, plan, policy string
-			admitted           int
-		}{
-			{"plain", "", "base", 3},
-			{"vip-user", "", "vip", 6},
-			{"vip-user-2", "pro", "pro-tier", 4},
-			{"free", "free", "base", 3},
-			{"vip-user", "pro", "vip", 0}, // override beats plan; vip already spent
-		} {
+		for _, tt := range append(slices.Clone(tierCases), extra...) {
 			got := 0
 			for range 8 {
 				r := get(t, p.base+"/tiered", "X-User-Id", tt.user, "X-Plan", tt.plan)

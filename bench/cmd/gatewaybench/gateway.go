@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/cli"
 )
 
@@ -128,11 +129,11 @@ func startGateway(ctx context.Context, spec gatewaySpec, build func(listen, admi
 }
 
 func tryStartGateway(ctx context.Context, spec gatewaySpec, build func(listen, admin string) string) (*gatewayProc, error) {
-	p1, err := freePort()
+	p1, err := benchproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	p2, err := freePort()
+	p2, err := benchproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func tryStartGateway(ctx context.Context, spec gatewaySpec, build func(listen, a
 	cmd.Env = env
 	g := &gatewayProc{addr: addr, admin: admin, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}}
 	cmd.Stdout, cmd.Stderr = g.log, g.log
-	setDeathSignal(cmd)
+	benchproc.SetDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run gateway: %w", err)
 	}
@@ -200,7 +201,7 @@ func (g *gatewayProc) waitReady(ctx context.Context, timeout time.Duration) erro
 }
 
 // cpu returns the CPU time the gateway process has used so far.
-func (g *gatewayProc) cpu() (time.Duration, bool) { return processCPU(g.cmd.Process.Pid) }
+func (g *gatewayProc) cpu() (time.Duration, bool) { return benchproc.ProcessCPU(g.cmd.Process.Pid) }
 
 // storeTrouble sums sluice_store_errors_total and
 // sluice_fallback_decisions_total from the admin /metrics: non-zero means

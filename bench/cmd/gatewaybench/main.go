@@ -35,6 +35,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 )
 
 func main() {
@@ -164,13 +166,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gatewaybench:", err)
 		return 1
 	}
-	text := rep.markdown()
-	io.WriteString(stdout, text)
-	if c.out != "" {
-		if err := os.WriteFile(c.out, []byte(text), 0o644); err != nil {
-			fmt.Fprintln(stderr, "gatewaybench:", err)
-			return 1
-		}
+	if err := benchproc.WriteReport(stdout, rep.markdown(), c.out); err != nil {
+		fmt.Fprintln(stderr, "gatewaybench:", err)
+		return 1
 	}
 	if n := rep.failedRuns(); n > 0 {
 		fmt.Fprintf(stderr, "gatewaybench: %d cell runs had errors, store fallbacks or no requests\n", n)
@@ -205,12 +203,12 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("the redis cell needs redis-server: %w", err)
 			}
-			rs, err := startRedis(ctx, bin)
+			rs, err := benchproc.StartRedis(ctx, benchproc.RedisOptions{Bin: bin, TempPrefix: "gatewaybench-redis-"})
 			if err != nil {
 				return nil, err
 			}
-			defer rs.stop()
-			redisAddr = rs.addr
+			defer rs.Stop()
+			redisAddr = rs.Addr
 		}
 	}
 	rep := &report{cfg: c, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(), loadBefore: loadAvg()}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 )
 
 // cellResult is what one (implementation, key count, concurrency) cell measured.
@@ -72,7 +74,7 @@ type cpuSample struct {
 // sampleCPU reads both CPU times; pid is redis-server's.
 func sampleCPU(pid int) cpuSample {
 	c, ok1 := selfCPU()
-	s, ok2 := processCPU(pid)
+	s, ok2 := benchproc.ProcessCPU(pid)
 	return cpuSample{client: c, server: s, ok: ok1 && ok2}
 }
 

@@ -6,6 +6,3 @@ import "time"
 
 // selfCPU is not measured outside Linux.
 func selfCPU() (time.Duration, bool) { return 0, false }
-
-// processCPU is not measured outside Linux.
-func processCPU(int) (time.Duration, bool) { return 0, false }

@@ -32,6 +32,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 )
 
 func main() {
@@ -163,13 +165,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "redisbench:", err)
 		return 1
 	}
-	text := rep.markdown()
-	io.WriteString(stdout, text)
-	if c.out != "" {
-		if err := os.WriteFile(c.out, []byte(text), 0o644); err != nil {
-			fmt.Fprintln(stderr, "redisbench:", err)
-			return 1
-		}
+	if err := benchproc.WriteReport(stdout, rep.markdown(), c.out); err != nil {
+		fmt.Fprintln(stderr, "redisbench:", err)
+		return 1
 	}
 	if n := rep.failedCells(); n > 0 {
 		fmt.Fprintf(stderr, "redisbench: %d cells had errors or no decisions\n", n)

@@ -1,4 +1,4 @@
-package main
+package benchproc
 
 import (
 	"bufio"
@@ -15,25 +15,44 @@ import (
 	"time"
 )
 
-// reservedPort is the developer's own Redis; the harness never uses it.
-const reservedPort = 6379
+// RedisOptions configures StartRedis.
+type RedisOptions struct {
+	// Bin is the path of the redis-server binary. Required.
+	Bin string
+	// TempPrefix is the prefix of the server's temporary directory. Zero
+	// means "benchproc-redis-".
+	TempPrefix string
+	// FreePort picks the port to try. Zero means FreePort.
+	FreePort func() (int, error)
+}
 
-// redisServer is a throwaway redis-server child process on a loopback TCP
-// port, with persistence off.
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
+// Redis is a throwaway redis-server child process on a loopback TCP port,
+// with persistence off.
+type Redis struct {
+	// Addr is the server's host:port.
+	Addr string
+	// Port is the server's TCP port.
+	Port int
+	// Cmd is the running redis-server process.
+	Cmd *exec.Cmd
+
 	dir  string
 	done chan struct{} // closed when the process has exited
 }
 
-// startRedis starts redis-server (path bin) on a free loopback port and waits
-// until it answers PING, retrying on another port when the chosen one was
-// taken in the meantime.
-func startRedis(ctx context.Context, bin string) (*redisServer, error) {
+// StartRedis starts redis-server on a free loopback port and waits until it
+// answers PING, retrying on another port when the chosen one was taken in
+// the meantime.
+func StartRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
+	if o.TempPrefix == "" {
+		o.TempPrefix = "benchproc-redis-"
+	}
+	if o.FreePort == nil {
+		o.FreePort = FreePort
+	}
 	var errs []error
 	for range 5 {
-		s, err := tryStartRedis(ctx, bin)
+		s, err := tryStartRedis(ctx, o)
 		if err == nil {
 			return s, nil
 		}
@@ -45,37 +64,37 @@ func startRedis(ctx context.Context, bin string) (*redisServer, error) {
 	return nil, fmt.Errorf("start redis-server: %w", errors.Join(errs...))
 }
 
-func tryStartRedis(ctx context.Context, bin string) (*redisServer, error) {
-	port, err := freePort()
+func tryStartRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
+	port, err := o.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "gatewaybench-redis-")
+	dir, err := os.MkdirTemp("", o.TempPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("make temp dir: %w", err)
 	}
 	logFile := filepath.Join(dir, "redis.log")
-	cmd := exec.Command(bin,
+	cmd := exec.Command(o.Bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir,
 		"--logfile", logFile, "--loglevel", "warning")
-	setDeathSignal(cmd)
+	SetDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("run %s: %w", bin, err)
+		return nil, fmt.Errorf("run %s: %w", o.Bin, err)
 	}
-	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir, done: make(chan struct{})}
+	s := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Cmd: cmd, dir: dir, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.done) }()
 	if err := s.waitReady(ctx, 5*time.Second); err != nil {
 		log, _ := os.ReadFile(logFile)
-		s.stop()
+		s.Stop()
 		return nil, fmt.Errorf("port %d: %w (log: %s)", port, err, bytes.TrimSpace(log))
 	}
 	return s, nil
 }
 
 // waitReady polls PING every 20ms until PONG, the process exits, or timeout.
-func (s *redisServer) waitReady(ctx context.Context, timeout time.Duration) error {
+func (s *Redis) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := s.ping()
@@ -84,7 +103,7 @@ func (s *redisServer) waitReady(ctx context.Context, timeout time.Duration) erro
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("redis-server exited before answering PING")
+			return errors.New("redis-server exited before answering PING")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -95,8 +114,8 @@ func (s *redisServer) waitReady(ctx context.Context, timeout time.Duration) erro
 	}
 }
 
-func (s *redisServer) ping() error {
-	c, err := net.DialTimeout("tcp", s.addr, time.Second)
+func (s *Redis) ping() error {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 	if err != nil {
 		return err
 	}
@@ -115,26 +134,9 @@ func (s *redisServer) ping() error {
 	return nil
 }
 
-// stop kills the server, waits for it and removes its directory.
-func (s *redisServer) stop() {
-	s.cmd.Process.Kill()
+// Stop kills the server, waits for it and removes its directory.
+func (s *Redis) Stop() {
+	s.Cmd.Process.Kill()
 	<-s.done
 	os.RemoveAll(s.dir)
-}
-
-// freePort returns a loopback TCP port that was free a moment ago, never
-// the reserved one.
-func freePort() (int, error) {
-	for range 10 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if port != reservedPort {
-			return port, nil
-		}
-	}
-	return 0, errors.New("find a free port: only the reserved port came back")
 }
