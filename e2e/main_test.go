@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-gw/sluice/internal/faultload"
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
@@ -31,6 +31,9 @@ var (
 	cluster       *redistest.Cluster
 	clusterErr    error
 )
+
+// listening finds the addresses in sluice's "sluice listening" log line.
+var listening = regexp.MustCompile(`sluice listening"? public=(\S+) admin=(\S+)`)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -96,8 +99,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-var listening = regexp.MustCompile(`sluice listening"? public=(\S+) admin=(\S+)`)
-
 // writeConfig writes yaml to a fresh file and returns its path.
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
@@ -133,21 +134,10 @@ func startFile(t *testing.T, path string) *proc {
 		_ = err
 		close(p.exited)
 	}()
-	found := make(chan []string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sent := false
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
+	found := faultload.WatchListening(pr)
 	select {
 	case m := <-found:
-		p.base, p.admin = "http://"+m[1], "http://"+m[2]
+		p.base, p.admin = "http://"+m[0], "http://"+m[1]
 	case <-p.exited:
 		t.Fatalf("sluice exited with %d before listening:\n%s", p.code, p.logs)
 	case <-time.After(15 * time.Second):

@@ -50,21 +50,10 @@ func StartGateway(binary, dir, yaml string) (*Gateway, error) {
 		pw.Close()
 		close(g.exited)
 	}()
-	found := make(chan []string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sent := false
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
+	found := WatchListening(pr)
 	select {
 	case m := <-found:
-		g.Base, g.Admin = "http://"+m[1], "http://"+m[2]
+		g.Base, g.Admin = "http://"+m[0], "http://"+m[1]
 		return g, nil
 	case <-g.exited:
 		return nil, fmt.Errorf("faultload: sluice exited before listening:\n%s", g.logs)
@@ -195,4 +184,23 @@ func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// WatchListening reads sluice's log output from r until it ends and sends,
+// once, the public and admin addresses of its "sluice listening" line. The
+// channel is buffered, so nobody has to receive from it.
+func WatchListening(r io.Reader) <-chan [2]string {
+	found := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sent := false
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- [2]string{m[1], m[2]}
+				sent = true
+			}
+		}
+		io.Copy(io.Discard, r)
+	}()
+	return found
 }
