@@ -162,11 +162,7 @@ func TestChurnNeverLiftsLimits(t *testing.T) {
 		// in the minute); the untracked rest share one budget of 10.
 		tracked := 0
 		for i := range total {
-			sh := &s.shards[s.shardIndex("rot-"+strconv.Itoa(i%rotating))]
-			sh.mu.Lock()
-			_, ok := sh.m["rot-"+strconv.Itoa(i%rotating)]
-			sh.mu.Unlock()
-			if ok {
+			if s.tracked("rot-" + strconv.Itoa(i%rotating)) {
 				tracked++
 			}
 		}
@@ -194,7 +190,7 @@ func TestChurnNeverLiftsLimits(t *testing.T) {
 				// so the heavy key can only be decided in overflow.
 				long := mustPolicy(t, ratelimit.PolicyConfig{Name: "filler", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Hour})
 				sh := &s.shards[s.shardIndex("heavy")]
-				for i := 0; len(sh.m) < s.perShard; i++ {
+				for i := 0; sh.t.len() < s.perShard; i++ {
 					evaluate(t, s, ratelimit.Request{Key: "fill-" + strconv.Itoa(i), Policy: long})
 				}
 			}

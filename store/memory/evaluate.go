@@ -34,24 +34,23 @@ func (s *Store) Evaluate(_ context.Context, reqs []ratelimit.Request, out []rate
 // evaluateOne decides a single valid request of cost n into d.
 func (s *Store) evaluateOne(r *ratelimit.Request, n int64, d *ratelimit.Decision) bool {
 	p := r.Policy
-	sh := &s.shards[s.shardIndex(r.Key)]
+	h := s.hash(r.Key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	now := s.nowMicros()
-	e := sh.m[r.Key]
-	if e == nil {
-		if len(sh.m) >= s.perShard {
-			sh.mu.Unlock()
-			return s.evaluateOverflow(r, n, d)
-		}
-		e = &entry{}
-		e.step(p, now, n, d)
+	t := &sh.t
+	if i := t.find(h, r.Key); i >= 0 {
+		t.step(i, p, now, n, d)
+	} else if t.len() < s.perShard {
+		var st ratelimit.State
+		ratelimit.StepInPlaceAt(p, &st, now, n, d)
 		if d.Allowed { // always, from no state, but a denial must store nothing
-			sh.insert(r.Key, e)
+			t.store(t.insert(h, r.Key), &st, p, now+ratelimit.TTL(*d))
 		}
+	} else {
 		sh.mu.Unlock()
-		return d.Allowed || r.Shadow
+		return s.evaluateOverflow(r, n, d)
 	}
-	e.step(p, now, n, d)
 	sh.mu.Unlock()
 	return d.Allowed || r.Shadow
 }
@@ -68,48 +67,63 @@ func (s *Store) evaluateOverflow(r *ratelimit.Request, n int64, d *ratelimit.Dec
 	return d.Allowed || r.Shadow
 }
 
-// slot is one distinct entry an Evaluate over several limits works on. Limits
-// that share a key share a slot and are decided in order against its evolving
-// state, so their costs add up.
-type slot struct {
-	e         *entry
-	shard     int    // index of the shard holding e; -1 for an overflow budget
-	key       string // e's key in its shard
-	fresh     bool   // e was created by this call and is dropped unless stored
+// ref is one distinct state an Evaluate over several limits works on: a
+// slot of a shard's table or an overflow budget. Limits that share a key
+// share a ref and are decided in order against its evolving state, so their
+// costs add up.
+type ref struct {
+	shard     int    // index of the shard whose table holds the key; -1 for an overflow budget
+	i         int    // index of the key's slot in that table
+	of        *entry // the overflow budget, when shard is -1
+	hash      uint64 // the key's hash
+	key       string
+	fresh     bool // the slot was inserted by this call and is deleted unless stored
 	state     ratelimit.State
 	policy    *ratelimit.Policy // the policy whose algorithm state belongs to
 	expiresAt int64
 	dirty     bool // some limit admitted: state is to be stored
 }
 
-// evaluateMany decides several valid requests all-or-nothing.
+// evaluateMany decides several valid requests all-or-nothing. It keeps slot
+// indexes across the lookups and insertions of one call, which stay valid
+// because it reserves room for every insertion first (so no table grows)
+// and deletes nothing until every store is done.
 func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision) bool {
 	var (
 		idBuf   [maxInline]int
-		slotBuf [maxInline]slot
+		refBuf  [maxInline]ref
 		ofBuf   [maxInline]int
 		seenBuf [maxInline]ratelimit.State
 	)
-	ids, slots, slotOf, seen := idBuf[:0], slotBuf[:0], ofBuf[:], seenBuf[:]
+	ids, refs, refOf, seen := idBuf[:0], refBuf[:0], ofBuf[:], seenBuf[:]
 	if len(reqs) > maxInline {
-		ids, slots = make([]int, 0, len(reqs)), make([]slot, 0, len(reqs))
-		slotOf, seen = make([]int, len(reqs)), make([]ratelimit.State, len(reqs))
+		ids, refs = make([]int, 0, len(reqs)), make([]ref, 0, len(reqs))
+		refOf, seen = make([]int, len(reqs)), make([]ratelimit.State, len(reqs))
 	}
 	ids = s.lockShards(reqs, ids)
+	for _, k := range ids {
+		t := &s.shards[k].t
+		t.reserve(max(0, min(len(reqs), s.perShard-t.len())))
+	}
 	now := s.nowMicros()
 	overflowLocked := false
 	for i := range reqs {
-		e, k, fresh := s.entryFor(&reqs[i], &overflowLocked)
-		j := slices.IndexFunc(slots, func(sl slot) bool { return sl.e == e })
+		rf := s.refFor(&reqs[i], &overflowLocked)
+		j := slices.IndexFunc(refs, func(o ref) bool { return o.shard == rf.shard && o.i == rf.i && o.of == rf.of })
 		if j < 0 {
-			j = len(slots)
-			slots = append(slots, slot{e: e, shard: k, key: reqs[i].Key, fresh: fresh,
-				state: e.stateFor(reqs[i].Policy, now), policy: reqs[i].Policy})
+			j = len(refs)
+			if rf.of != nil {
+				rf.state = rf.of.stateFor(reqs[i].Policy, now)
+			} else {
+				rf.state = s.shards[rf.shard].t.stateFor(rf.i, reqs[i].Policy, now)
+			}
+			rf.policy = reqs[i].Policy
+			refs = append(refs, rf)
 		}
-		slotOf[i] = j
+		refOf[i] = j
 	}
-	admitted := decide(reqs, out, slots, slotOf, seen, now)
-	s.finish(slots, admitted)
+	admitted := decide(reqs, out, refs, refOf, seen, now)
+	s.finish(refs, admitted)
 	if overflowLocked {
 		s.overflow.mu.Unlock()
 	}
@@ -122,10 +136,10 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 // every non-shadow limit admits. If it is not, nothing is consumed, and a
 // limit that would admit reports its state as it is (ratelimit.PeekAt on the
 // state it saw, kept in seen).
-func decide(reqs []ratelimit.Request, out []ratelimit.Decision, slots []slot, slotOf []int, seen []ratelimit.State, now int64) bool {
+func decide(reqs []ratelimit.Request, out []ratelimit.Decision, refs []ref, refOf []int, seen []ratelimit.State, now int64) bool {
 	admitted := true
 	for i := range reqs {
-		r, sl := &reqs[i], &slots[slotOf[i]]
+		r, sl := &reqs[i], &refs[refOf[i]]
 		st := sl.state
 		if sl.policy != r.Policy && sl.policy.Algorithm() != r.Policy.Algorithm() {
 			st = ratelimit.State{}
@@ -150,40 +164,46 @@ func decide(reqs []ratelimit.Request, out []ratelimit.Decision, slots []slot, sl
 	return admitted
 }
 
-// entryFor returns the entry that decides r and the index of its shard: r's
-// own entry, created (fresh) if absent and its shard has room, or else the
-// shared overflow budget of r's policy, with shard -1. r's shard must be
-// locked; the overflow table is locked on first use and *overflowLocked set.
-func (s *Store) entryFor(r *ratelimit.Request, overflowLocked *bool) (e *entry, shard int, fresh bool) {
-	k := s.shardIndex(r.Key)
-	sh := &s.shards[k]
-	if e := sh.m[r.Key]; e != nil {
-		return e, k, false
+// refFor returns the state that decides r: r's own slot, inserted (fresh) if
+// absent and its shard has room, or else the shared overflow budget of r's
+// policy. r's shard must be locked, with room reserved for the insertion; the
+// overflow table is locked on first use and *overflowLocked set.
+func (s *Store) refFor(r *ratelimit.Request, overflowLocked *bool) ref {
+	h := s.hash(r.Key)
+	k := int(h & s.mask)
+	t := &s.shards[k].t
+	if i := t.find(h, r.Key); i >= 0 {
+		return ref{shard: k, i: i, hash: h, key: r.Key}
 	}
-	if len(sh.m) < s.perShard {
-		e := &entry{}
-		sh.insert(r.Key, e)
-		return e, k, true
+	if t.len() < s.perShard {
+		return ref{shard: k, i: t.insert(h, r.Key), hash: h, key: r.Key, fresh: true}
 	}
 	if !*overflowLocked {
 		s.overflow.mu.Lock()
 		*overflowLocked = true
 	}
 	s.overflowHits.Add(1)
-	return s.overflow.entry(r.Policy), -1, false
+	return ref{shard: -1, i: -1, of: s.overflow.entry(r.Policy)}
 }
 
-// finish stores the state of every slot that admitted when the request is
-// admitted, and drops the entries this call created but did not store into.
-// The locks are still held.
-func (s *Store) finish(slots []slot, admitted bool) {
-	for i := range slots {
-		sl := &slots[i]
+// finish stores the state of every ref that admitted when the request is
+// admitted, and then deletes the slots this call inserted but did not store
+// into. The locks are still held. A deletion moves other slots, so it comes
+// after every store, and finds its key afresh.
+func (s *Store) finish(refs []ref, admitted bool) {
+	for i := range refs {
+		rf := &refs[i]
 		switch {
-		case admitted && sl.dirty:
-			sl.e.store(sl.state, sl.policy, sl.expiresAt)
-		case sl.fresh:
-			delete(s.shards[sl.shard].m, sl.key)
+		case !admitted || !rf.dirty:
+		case rf.of != nil:
+			rf.of.store(rf.state, rf.policy, rf.expiresAt)
+		default:
+			s.shards[rf.shard].t.store(rf.i, &rf.state, rf.policy, rf.expiresAt)
+		}
+	}
+	for i := range refs {
+		if rf := &refs[i]; rf.fresh && (!admitted || !rf.dirty) {
+			s.shards[rf.shard].t.delete(rf.hash, rf.key)
 		}
 	}
 }
@@ -203,10 +223,11 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 	for i := range reqs {
 		r := &reqs[i]
 		st := ratelimit.State{}
-		sh := &s.shards[s.shardIndex(r.Key)]
-		if e := sh.m[r.Key]; e != nil {
-			st = e.stateFor(r.Policy, now)
-		} else if len(sh.m) >= s.perShard {
+		h := s.hash(r.Key)
+		t := &s.shards[h&s.mask].t
+		if i := t.find(h, r.Key); i >= 0 {
+			st = t.stateFor(i, r.Policy, now)
+		} else if t.len() >= s.perShard {
 			if !overflowLocked {
 				s.overflow.mu.Lock()
 				overflowLocked = true
@@ -229,9 +250,10 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 // fails.
 func (s *Store) Reset(_ context.Context, reqs []ratelimit.Request) error {
 	for i := range reqs {
-		sh := &s.shards[s.shardIndex(reqs[i].Key)]
+		h := s.hash(reqs[i].Key)
+		sh := &s.shards[h&s.mask]
 		sh.mu.Lock()
-		delete(sh.m, reqs[i].Key)
+		sh.t.delete(h, reqs[i].Key)
 		sh.mu.Unlock()
 	}
 	return nil

@@ -25,13 +25,8 @@ func (s *Store) sweep() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		now := s.nowMicros()
-		for k, e := range sh.m {
-			if now >= e.expiresAt {
-				delete(sh.m, k)
-				n++
-			}
-		}
-		sh.shrink()
+		n += uint64(sh.t.removeExpired(now))
+		sh.t.shrink()
 		sh.mu.Unlock()
 	}
 	s.overflow.mu.Lock()
@@ -43,19 +38,4 @@ func (s *Store) sweep() {
 	}
 	s.overflow.mu.Unlock()
 	s.expired.Add(n)
-}
-
-// shrink rebuilds the shard's map once it holds a quarter of its peak or
-// less: a Go map never gives back the memory of deleted keys, so without this
-// a burst of distinct keys would keep its memory after the keys are gone.
-// sh must be locked.
-func (sh *shard) shrink() {
-	if sh.peak < 64 || len(sh.m) > sh.peak/4 {
-		return
-	}
-	m := make(map[string]*entry, len(sh.m))
-	for k, e := range sh.m {
-		m[k] = e
-	}
-	sh.m, sh.peak = m, len(m)
 }

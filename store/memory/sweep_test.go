@@ -55,7 +55,7 @@ func TestSweeperStopsOnClose(t *testing.T) {
 	})
 }
 
-// TestSweeperShrinksMaps checks that a shard's map is rebuilt once a burst of
+// TestSweeperShrinksMaps checks that a shard's table is rebuilt once a burst of
 // keys has expired, so its memory is given back.
 func TestSweeperShrinksMaps(t *testing.T) {
 	clock := ratelimit.NewManualClock(t0)
@@ -64,14 +64,15 @@ func TestSweeperShrinksMaps(t *testing.T) {
 	for i := range 1000 {
 		evaluate(t, s, ratelimit.Request{Key: strconv.Itoa(i), Policy: p})
 	}
-	if peak := s.shards[0].peak; peak != 1000 {
+	if peak := s.shards[0].t.peak; peak != 1000 {
 		t.Fatalf("peak = %d, want 1000", peak)
 	}
 	clock.Advance(time.Second)
 	evaluate(t, s, ratelimit.Request{Key: "0", Policy: p})
 	clock.Advance(time.Second / 2)
 	s.sweep()
-	if sh := &s.shards[0]; len(sh.m) != 1 || sh.peak != 1 {
-		t.Errorf("after the sweep: %d keys, peak %d; want 1 and a rebuilt map with peak 1", len(sh.m), sh.peak)
+	if tb := &s.shards[0].t; tb.len() != 1 || tb.peak != 1 || len(tb.slots) != minSlots {
+		t.Errorf("after the sweep: %d keys in %d slots, peak %d; want 1 in a rebuilt table of %d slots with peak 1",
+			tb.len(), len(tb.slots), tb.peak, minSlots)
 	}
 }
