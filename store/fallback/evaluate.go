@@ -31,9 +31,10 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 		return s.evaluateOwing(ctx, done, reqs, out)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	start := monoNow()
 	admitted, err := s.primary.Evaluate(pctx, reqs, out)
 	cancel()
-	fail, pass := s.outcome(ctx, done, err)
+	fail, pass := s.outcome(ctx, done, err, start)
 	switch {
 	case pass != nil:
 		return false, pass
@@ -68,9 +69,10 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 	defer s.putScratch(sc)
 	copy(sc.out, out[:len(reqs)])
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	start := monoNow()
 	admitted, err = s.primary.Evaluate(pctx, reqs, out)
 	cancel()
-	fail, pass := s.outcome(ctx, done, err)
+	fail, pass := s.outcome(ctx, done, err, start)
 	switch {
 	case pass != nil:
 		return false, pass
@@ -150,9 +152,10 @@ func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []rateli
 	var cause error
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, s.timeout)
+		start := monoNow()
 		cause = s.primary.Peek(pctx, reqs, out)
 		cancel()
-		fail, pass := s.outcome(ctx, done, cause)
+		fail, pass := s.outcome(ctx, done, cause, start)
 		if pass != nil {
 			return pass
 		}

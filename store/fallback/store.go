@@ -112,6 +112,10 @@ type Store struct {
 	debts     *debts // nil unless mode == Local
 	scratches sync.Pool
 
+	// brokeAt is when (monoNow) the last connection failure counted by the
+	// breaker was seen; see outcome.
+	brokeAt atomic.Int64
+
 	active   atomic.Bool // breaker not closed; written under the breaker's lock
 	reported atomic.Bool // last value given to onState
 	notifyMu sync.Mutex
@@ -247,18 +251,29 @@ func (s *Store) probe(ctx context.Context) bool {
 		return false
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	start := monoNow()
 	err = s.ping(pctx)
 	cancel()
-	fail, pass := s.outcome(ctx, done, err)
+	fail, pass := s.outcome(ctx, done, err, start)
 	return !fail && pass == nil
 }
 
-// outcome classifies err from a primary call, tells the breaker and fires
-// OnStoreError. It returns fail true for a store failure (the request goes
-// to the fallback), and pass non-nil for an error to hand back to the caller
-// unchanged: the caller's own cancellation (as ctx.Err()) or an error
-// Classify does not count. Both are zero on success.
-func (s *Store) outcome(ctx context.Context, done func(error), err error) (fail bool, pass error) {
+// outcome classifies err from a primary call that started at start
+// (monoNow), tells the breaker and fires OnStoreError. It returns fail true
+// for a store failure (the request goes to the fallback), and pass non-nil
+// for an error to hand back to the caller unchanged: the caller's own
+// cancellation (as ctx.Err()) or an error Classify does not count. Both are
+// zero on success.
+//
+// A broken connection fails every call in flight on it at once: a
+// "connection" failure of a call that started before the last one the
+// breaker counted is the same event, and is not counted again (it still
+// falls back and is reported to OnStoreError). So one connection reset
+// (CLIENT KILL, a proxy's RST) counts as one failure however many calls it
+// took down, while a store that stays unreachable fails the calls made
+// after it too, and opens the breaker as before. Timeouts and server
+// errors are counted one by one.
+func (s *Store) outcome(ctx context.Context, done func(error), err error, start int64) (fail bool, pass error) {
 	defer s.notify()
 	switch {
 	case err == nil:
@@ -273,12 +288,26 @@ func (s *Store) outcome(ctx context.Context, done func(error), err error) (fail 
 		done(errExcluded)
 		return false, err
 	}
-	done(err)
+	switch {
+	case kind != "connection":
+		done(err)
+	case start < s.brokeAt.Load():
+		done(errExcluded) // in flight when a counted failure broke its connection
+	default:
+		s.brokeAt.Store(monoNow())
+		done(err)
+	}
 	if s.onError != nil {
 		s.onError(ctx, kind)
 	}
 	return true, nil
 }
+
+// monoEpoch is the origin of monoNow.
+var monoEpoch = time.Now()
+
+// monoNow is a monotonic time in nanoseconds, above zero.
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
 // notify reports a change of Active to OnStateChange, outside the
 // breaker's lock.

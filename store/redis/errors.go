@@ -99,6 +99,7 @@ func isConnection(err error) bool {
 	return errors.As(err, &oe) ||
 		errors.Is(err, rueidis.ErrClosing) ||
 		errors.Is(err, rueidis.ErrNoAddr) ||
+		errors.Is(err, errWrongRole) ||
 		errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) ||

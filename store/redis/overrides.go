@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/redis/rueidis"
 )
 
 // Overrides table. The gateway's per-key policy overrides (SPEC §6) are
@@ -30,7 +28,7 @@ var (
 	// (value ARGV[3]) and returns the new version; a delete of an absent
 	// field changes nothing and returns the current version negated minus one
 	// (so the caller can tell).
-	setOverrideScript = rueidis.NewLuaScript(`
+	setOverrideScript = newScript(`
 if ARGV[1] == "s" then
   redis.call("HSET", KEYS[1], ARGV[2], ARGV[3])
 elseif redis.call("HDEL", KEYS[1], ARGV[2]) == 0 then
@@ -40,7 +38,7 @@ return redis.call("INCR", KEYS[2])
 `)
 	// loadOverridesScript returns {version} when the version equals ARGV[1],
 	// else {version, field1, value1, ...}.
-	loadOverridesScript = rueidis.NewLuaScript(`
+	loadOverridesScript = newScript(`
 local v = tonumber(redis.call("GET", KEYS[2]) or "0")
 if tostring(v) == ARGV[1] then return {v} end
 local out = redis.call("HGETALL", KEYS[1])

@@ -50,14 +50,15 @@ func cmdCalls(t *testing.T, srv *redistest.Server, cmd string) int {
 	return 0
 }
 
-// TestNoScript: after SCRIPT FLUSH (as after a restart) the store sends
-// EVAL once and goes on deciding from the same state. RELIABILITY B8.
+// TestNoScript: after SCRIPT FLUSH (as after a restart) the store loads the
+// script once (SCRIPT LOAD, never EVAL) and goes on deciding from the same
+// state. RELIABILITY B8.
 func TestNoScript(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}})
 	req := ratelimit.Request{Key: "k", Policy: tbPolicy}
 	for i := range 6 {
-		evals := cmdCalls(t, srv, "eval")
+		loads := cmdCalls(t, srv, "script|load")
 		if i%2 == 0 {
 			if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
 				t.Fatal(err)
@@ -68,16 +69,19 @@ func TestNoScript(t *testing.T) {
 		if want := int64(10 - 1 - i); !ok || out[0].Remaining < want || out[0].Remaining > want+1 {
 			t.Fatalf("request %d: %v, remaining %d, want admitted with %d", i, ok, out[0].Remaining, want)
 		}
-		wantEvals := evals
+		wantLoads := loads
 		if i%2 == 0 {
-			wantEvals++ // NOSCRIPT → EVAL
+			wantLoads++ // NOSCRIPT → SCRIPT LOAD → EVALSHA
 		}
-		if got := cmdCalls(t, srv, "eval"); got != wantEvals {
-			t.Errorf("request %d: EVAL calls %d → %d, want %d", i, evals, got, wantEvals)
+		if got := cmdCalls(t, srv, "script|load"); got != wantLoads {
+			t.Errorf("request %d: SCRIPT LOAD calls %d → %d, want %d", i, loads, got, wantLoads)
 		}
 	}
-	if n := cmdCalls(t, srv, "evalsha"); n < 6 {
-		t.Errorf("EVALSHA calls = %d, want at least 6", n)
+	if n := cmdCalls(t, srv, "eval"); n != 0 {
+		t.Errorf("EVAL calls = %d, want 0 (the script is loaded, not sent with each call)", n)
+	}
+	if n := cmdCalls(t, srv, "evalsha"); n < 9 {
+		t.Errorf("EVALSHA calls = %d, want at least 9 (6 runs, 3 NOSCRIPT)", n)
 	}
 }
 

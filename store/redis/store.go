@@ -72,10 +72,10 @@ type Options struct {
 	// Prefix starts every key the store writes; empty means "sluice". It must
 	// not contain '{' or '}', which would change Cluster slot grouping.
 	Prefix string
-	// Timeout bounds one Evaluate, Peek or Reset, including the EVAL sent
-	// after a NOSCRIPT and, on Cluster, the refund of a denied request (the
-	// refund after a failed script run goes on in the background, with a
-	// Timeout of its own); zero means 50ms.
+	// Timeout bounds one Evaluate, Peek or Reset, including the reload of
+	// the script after a NOSCRIPT and, on Cluster, the refund of a denied
+	// request (the refund after a failed script run goes on in the
+	// background, with a Timeout of its own); zero means 50ms.
 	Timeout time.Duration
 	// DialTimeout bounds setting up one connection (TCP, TLS, AUTH, SELECT)
 	// outside a call; a call waits no longer than its own Timeout. Zero means
@@ -121,6 +121,12 @@ type Store struct {
 	lastTry time.Time
 	lastErr error
 	wg      sync.WaitGroup // the connect attempt and background refunds
+
+	// Sentinel mode: the re-resolution of the master (sentinel_resilience.go).
+	resolving   bool
+	lastResolve time.Time
+	resolves    atomic.Int64                   // re-resolutions started (for tests)
+	retired     map[*time.Timer]rueidis.Client // replaced clients, closed by the timer
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -166,10 +172,20 @@ func New(opts Options) (*Store, error) {
 		ConnWriteTimeout: max(time.Second, 10*s.timeout),
 		// Never re-send a command after a network error: a script that timed
 		// out may have run, and would count twice.
-		DisableRetry:  true,
-		DisableCache:  true,
-		ClientName:    "sluice",
-		MaxFlushDelay: flushDelay,
+		DisableRetry: true,
+		DisableCache: true,
+		// Always use the pipe's background reader and writer. Without it a
+		// connection serving one call at a time (rueidis' "sync" mode, the
+		// usual case at low concurrency) is closed whenever a call times
+		// out, and redialed by the next call: while Redis hangs each probe
+		// opened a connection (RELIABILITY B2: 45 in 10 s), and right
+		// after recovery one spurious timeout cost a redial and the calls
+		// behind it (the relapse). In the background mode a timeout only
+		// abandons its own reply; a connection whose replies stall is
+		// closed by rueidis' keep-alive PING after ConnWriteTimeout.
+		AlwaysPipelining: true,
+		ClientName:       "sluice",
+		MaxFlushDelay:    flushDelay,
 	}
 	switch s.mode {
 	case Standalone:
@@ -182,8 +198,12 @@ func New(opts Options) (*Store, error) {
 			Dialer:    s.copt.Dialer,
 			// Besides reacting to +switch-master, re-ask the sentinels
 			// periodically so a missed event cannot pin the old master.
-			TopologyRefreshInterval: 2 * time.Second,
+			TopologyRefreshInterval: sentinelRefresh,
 		}
+		// Every connection is checked after dialing: ROLE, and a master
+		// must be the one the sentinels name (see sentinelDial). The
+		// sentinel connections go through it too and pass as sentinels.
+		s.copt.DialCtxFn = s.sentinelDial
 	case Cluster:
 		// The slot map is also refreshed on MOVED/ASK and whenever a
 		// connection closes (rueidis' behaviour); this catches the rest.
@@ -318,7 +338,11 @@ func (s *Store) connect(done chan struct{}) {
 	if s.closed && c != nil {
 		defer c.Close()
 	} else if c != nil {
-		s.cur.Store(&conn{c: c, cluster: c.Mode() == rueidis.ClientModeCluster})
+		cluster := c.Mode() == rueidis.ClientModeCluster
+		if s.mode == Sentinel {
+			c = &guarded{Client: c, s: s} // re-resolves on READONLY
+		}
+		s.cur.Store(&conn{c: c, cluster: cluster})
 	}
 	if err != nil {
 		s.lastErr = &connectError{err}
@@ -342,6 +366,7 @@ func (s *Store) Close() error {
 	c := s.cur.Swap(nil)
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.closeRetired()
 	if c != nil && s.owned {
 		c.c.Close()
 	}

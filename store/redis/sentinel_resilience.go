@@ -1,0 +1,324 @@
+package redis
+
+// # Sentinel hygiene (RELIABILITY §3.5, C2, C3)
+//
+// rueidis checks ROLE when it switches to the master the sentinels name
+// (at start, on +switch-master and on each periodic refresh), but not when
+// a connection to the master it already uses breaks and it redials the
+// same address. That address may by then hold a demoted master (a
+// replica: every write fails READONLY) or a stale master that came back
+// claiming role:master while the sentinels name another (writes to it are
+// lost). And rueidis does not react to READONLY at all: it stays on a
+// demoted master until the sentinels' event or the next periodic refresh.
+// So in Sentinel mode the store
+//
+//   - checks every connection it dials (sentinelDial): ROLE must say master
+//     (or sentinel, for the connections to the sentinels), and a sentinel
+//     must name this address as the master (it is refused only when every
+//     sentinel that answers names another; when none answers, the master is
+//     accepted: an outage of the sentinels alone must not take Redis away).
+//     A refused dial fails the call as a "connection" error;
+//   - re-resolves the master when a call gets READONLY or a refused dial
+//     (guarded): a new client asks the sentinels and replaces the current
+//     one, at most once per resolveInterval; the old client is closed once
+//     the calls in flight on it are over.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// sentinelRefresh is how often the sentinels are re-asked for the master
+// besides their events (a variable for tests: 0 turns it off).
+var sentinelRefresh = 2 * time.Second
+
+// resolveInterval is the least time between two re-resolutions of the
+// master after READONLY or a refused dial.
+const resolveInterval = time.Second
+
+// errWrongRole is wrapped by the error of a dial refused because the server
+// is not the master the sentinels name. ErrorKind reports it as
+// "connection".
+var errWrongRole = errors.New("not the sentinels' master")
+
+// guarded is the Sentinel-mode client: it re-resolves the master when a
+// reply says the server is no longer (or never was) the master.
+type guarded struct {
+	rueidis.Client
+	s *Store
+}
+
+func (g *guarded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r := g.Client.Do(ctx, cmd)
+	g.check(r.Error())
+	return r
+}
+
+func (g *guarded) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	rs := g.Client.DoMulti(ctx, cmds...)
+	for _, r := range rs {
+		if g.check(r.Error()) {
+			break
+		}
+	}
+	return rs
+}
+
+// check starts a re-resolution if err means the wrong server, and reports
+// whether it did.
+func (g *guarded) check(err error) bool {
+	if err == nil || !(isReadOnly(err) || errors.Is(err, errWrongRole)) {
+		return false
+	}
+	g.s.reresolve(g)
+	return true
+}
+
+// isReadOnly reports whether err is a READONLY reply (a replica, or a
+// master demoted since the connection was made).
+func isReadOnly(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.HasPrefix(re.Error(), "READONLY")
+}
+
+// reresolve replaces the client old (if it is still the current one) by a
+// new one, built in the background: rueidis has no way to make a Sentinel
+// client ask the sentinels now.
+func (s *Store) reresolve(old *guarded) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.cur.Load()
+	if s.closed || s.resolving || cur == nil || cur.c != rueidis.Client(old) || time.Since(s.lastResolve) < resolveInterval {
+		return
+	}
+	s.resolving, s.lastResolve = true, time.Now()
+	s.resolves.Add(1)
+	s.wg.Go(func() {
+		nc, err := rueidis.NewClient(s.copt)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.resolving = false
+		if err != nil || s.closed || s.cur.Load() != cur {
+			if nc != nil {
+				nc.Close()
+			}
+			return
+		}
+		s.cur.Store(&conn{c: &guarded{Client: nc, s: s}})
+		// Calls in flight on the old client end within the Timeout (a
+		// background refund within another): close it after both.
+		var t *time.Timer
+		t = time.AfterFunc(2*s.timeout+time.Second, func() {
+			s.mu.Lock()
+			delete(s.retired, t)
+			s.mu.Unlock()
+			old.Client.Close()
+		})
+		if s.retired == nil {
+			s.retired = make(map[*time.Timer]rueidis.Client)
+		}
+		s.retired[t] = old.Client
+	})
+}
+
+// closeRetired closes the clients replaced by reresolve that are still
+// waiting out their grace period. s.mu is not held.
+func (s *Store) closeRetired() {
+	s.mu.Lock()
+	var cs []rueidis.Client
+	for t, c := range s.retired {
+		if t.Stop() {
+			cs = append(cs, c)
+		}
+	}
+	s.retired = nil
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// sentinelDial is the Sentinel-mode DialCtxFn: it dials like rueidis, then
+// accepts the connection only from a sentinel, or from a master that the
+// sentinels name.
+func (s *Store) sentinelDial(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+	c, err := dialConn(ctx, dst, d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRole(ctx, c, dst, d.Timeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func dialConn(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+	if cfg != nil {
+		td := tls.Dialer{NetDialer: d, Config: cfg}
+		return td.DialContext(ctx, "tcp", dst)
+	}
+	return d.DialContext(ctx, "tcp", dst)
+}
+
+// checkRole asks c (just dialed to dst) for its ROLE before rueidis uses it.
+func (s *Store) checkRole(ctx context.Context, c net.Conn, dst string, timeout time.Duration) error {
+	deadline := time.Now().Add(max(timeout, 100*time.Millisecond))
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.SetDeadline(deadline)
+	defer c.SetDeadline(time.Time{})
+	r := bufio.NewReader(c)
+	v, err := roundTrip(c, r, "ROLE")
+	var re respError
+	if errors.As(err, &re) && strings.HasPrefix(string(re), "NOAUTH") && s.copt.Password != "" {
+		auth := []string{"AUTH", s.copt.Password}
+		if s.copt.Username != "" {
+			auth = []string{"AUTH", s.copt.Username, s.copt.Password}
+		}
+		if _, err := roundTrip(c, r, auth...); err != nil {
+			return fmt.Errorf("role check: auth: %w", err)
+		}
+		v, err = roundTrip(c, r, "ROLE")
+	}
+	if err != nil {
+		return fmt.Errorf("role check: %w", err)
+	}
+	arr, _ := v.([]any)
+	role := ""
+	if len(arr) > 0 {
+		role, _ = arr[0].(string)
+	}
+	switch role {
+	case "sentinel":
+		return nil
+	case "master":
+		if named, other := s.sentinelsName(ctx, dst, deadline); !named {
+			return fmt.Errorf("redis store: %s says role master, but the sentinels name %s: %w", dst, other, errWrongRole)
+		}
+		return nil
+	default:
+		return fmt.Errorf("redis store: %s has role %q: %w", dst, role, errWrongRole)
+	}
+}
+
+// sentinelsName reports whether a sentinel names dst as the master: yes
+// as soon as one does (sentinels may disagree for a moment during a
+// failover, and rueidis dials the address one of them named); no when every
+// sentinel that answered names another, with one of those (other). When no
+// sentinel answers, it says yes.
+func (s *Store) sentinelsName(ctx context.Context, dst string, deadline time.Time) (named bool, other string) {
+	d := s.copt.Sentinel.Dialer
+	answered := false
+	for _, addr := range s.copt.InitAddress {
+		if time.Now().After(deadline) {
+			break
+		}
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		c, err := dialConn(dctx, addr, &d, s.copt.Sentinel.TLSConfig)
+		cancel()
+		if err != nil {
+			continue
+		}
+		c.SetDeadline(deadline)
+		v, err := roundTrip(c, bufio.NewReader(c), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.copt.Sentinel.MasterSet)
+		c.Close()
+		arr, _ := v.([]any)
+		if err != nil || len(arr) != 2 {
+			continue
+		}
+		host, _ := arr[0].(string)
+		port, _ := arr[1].(string)
+		if a := net.JoinHostPort(host, port); a != dst {
+			answered, other = true, a
+			continue
+		}
+		return true, ""
+	}
+	return !answered, other
+}
+
+// respError is an error reply read by readResp.
+type respError string
+
+func (e respError) Error() string { return string(e) }
+
+// roundTrip writes one command and reads its reply (RESP2).
+func roundTrip(c net.Conn, r *bufio.Reader, args ...string) (any, error) {
+	var b []byte
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, "\r\n"...)
+	for _, a := range args {
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(len(a)), 10)
+		b = append(b, "\r\n"...)
+		b = append(b, a...)
+		b = append(b, "\r\n"...)
+	}
+	if _, err := c.Write(b); err != nil {
+		return nil, err
+	}
+	return readResp(r, 0)
+}
+
+// readResp reads one whole RESP2 reply: strings for simple and bulk
+// strings, int64, nil, []any, or a respError.
+func readResp(r *bufio.Reader, depth int) (any, error) {
+	if depth > 8 {
+		return nil, errors.New("reply nested too deep")
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, fmt.Errorf("bad reply line %q", line)
+	}
+	kind, rest := line[0], line[1:len(line)-2]
+	switch kind {
+	case '+':
+		return rest, nil
+	case '-':
+		return nil, respError(rest)
+	case ':':
+		return strconv.ParseInt(rest, 10, 64)
+	case '$', '*':
+		n, err := strconv.Atoi(rest)
+		if err != nil || n > 1<<20 {
+			return nil, fmt.Errorf("bad reply length %q", rest)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		if kind == '$' {
+			b := make([]byte, n+2)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return nil, err
+			}
+			return string(b[:n]), nil
+		}
+		arr := make([]any, n)
+		for i := range arr {
+			v, err := readResp(r, depth+1)
+			var re respError
+			if err != nil && !errors.As(err, &re) {
+				return nil, err
+			}
+			arr[i] = v
+		}
+		return arr, nil
+	}
+	return nil, fmt.Errorf("unknown reply type %q", kind)
+}
