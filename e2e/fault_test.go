@@ -12,19 +12,22 @@ import (
 )
 
 // TestFault runs the reliability plan's fault scenarios (RELIABILITY.md
-// rows B1-B14, C1+C3, C2, D2-D5; see internal/faultload and
+// rows A6, B1-B14, C1+C3, C2, C4, C5, D2-D5; see internal/faultload and
 // docs/reliability.md) against the sluice binary with real redis-server
 // processes: a fixed request rate, the fault injected mid-run, and every
 // scenario's status codes and counters checked: no 5xx, the accounting key
 // within its budget, decisions back on Redis in time, and the row's own
 // counters. Latency is logged, not asserted (a shared CI box is no place
-// for timing assertions); docs/reliability.md has the figures of dedicated
-// runs.
+// for timing assertions; faultbench -assert-latency asserts it on a quiet
+// machine), and the figures that only measure spurious breaker openings
+// (A6, C4's running gateway) are asserted with relaxed bounds
+// (Options.Relaxed); docs/reliability.md has the figures of dedicated runs.
 //
 // The short version (200 req/s, 2 s + 3 s fault + 3 s, store.timeout 50ms;
 // B4 and B5 step through three and two faults of 3 s, C2's fault lasts
-// 12 s) takes about four minutes. SLUICE_FAULT_LONG=1 runs the plan's
-// version (500 req/s, 5 s + 10 s + 10 s, store.timeout 20ms), about twelve
+// 12 s, C4's 8 s, C5's 6 s; A6 measures 18 s at 500 req/s, its row's R0)
+// takes about five minutes. SLUICE_FAULT_LONG=1 runs the plan's
+// version (500 req/s, 5 s + 10 s + 10 s, store.timeout 20ms), about fourteen
 // minutes.
 //
 // The subtests run one after another and not in parallel with the package's
@@ -36,9 +39,10 @@ func TestFault(t *testing.T) {
 	}
 	redistest.Check(t, redistest.Available())
 	opts := faultload.Options{Binary: binary, Rate: 200, Before: 2 * time.Second, Fault: 3 * time.Second,
-		After: 3 * time.Second, Timeout: 50 * time.Millisecond, Logf: t.Logf}
+		After: 3 * time.Second, Timeout: 50 * time.Millisecond, Relaxed: true, Logf: t.Logf}
 	if os.Getenv("SLUICE_FAULT_LONG") == "1" {
 		opts.Rate, opts.Before, opts.Fault, opts.After, opts.Timeout = 500, 5*time.Second, 10*time.Second, 10*time.Second, 20*time.Millisecond
+		opts.Relaxed = false
 	}
 	for _, sc := range faultload.Scenarios() {
 		t.Run(sc.ID, func(t *testing.T) {
@@ -74,7 +78,8 @@ func TestFault(t *testing.T) {
 // over-admission, a re-sent script, a write to a stale master, a wrong
 // on_error answer, a leak. They fail a scenario at once.
 var hardFailures = []string{"5xx", "accounting key", "allowed over the run", "re-sent", "stale master",
-	"executed", "denials during", "not answered", "leak", "NOSCRIPT", "event "}
+	"executed", "denials during", "not answered", "leak", "NOSCRIPT", "event ", "NOREPLICAS", "not reported",
+	"crash"}
 
 // onlyLoadSensitive reports whether every failure is a timing or share
 // figure that CPU contention alone can move.

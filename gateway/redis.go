@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/metrics"
@@ -49,14 +51,19 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		}
 		local, closers = ls, append(closers, ls)
 	}
+	// The last store failure, for the log line when the breaker opens.
+	var lastErr atomic.Pointer[error]
 	fb, err := fallback.New(fallback.Options{
-		Primary:  rs,
-		Local:    local,
-		Mode:     mode,
-		Timeout:  cfg.Store.Timeout,
-		Classify: func(err error) (string, bool) { return redis.ErrorKind(err), true },
-		Ping:     rs.Ping,
-		Clock:    clock,
+		Primary: rs,
+		Local:   local,
+		Mode:    mode,
+		Timeout: cfg.Store.Timeout,
+		Classify: func(err error) (string, bool) {
+			lastErr.Store(&err)
+			return redis.ErrorKind(err), true
+		},
+		Ping:  rs.Ping,
+		Clock: clock,
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
 		},
@@ -64,13 +71,33 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 			m.FallbackDecision(routeOf(ctx), string(mode))
 			noteFallback(ctx, string(mode))
 		},
-		OnStateChange: m.SetFallbackActive,
+		OnStateChange: func(active bool) {
+			m.SetFallbackActive(active)
+			logFallback(log, cfg, active, lastErr.Load())
+		},
 	})
 	if err != nil {
 		closers.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return &sharedStore{Store: fb, fallback: fb, closer: closers, spec: spec, refs: 1, overrides: newOverrides(rs, log), ping: rs.Ping}, nil
+}
+
+// logFallback says when decisions leave Redis (the breaker opened) and
+// when they are back on it, so that an operator sees the fallback in the log
+// as well as in sluice_fallback_active: at most one line per breaker
+// transition, which the breaker's open interval spaces out.
+func logFallback(log *slog.Logger, cfg *config.Config, active bool, last *error) {
+	if !active {
+		log.Info("redis store answers again: decisions are back on Redis")
+		return
+	}
+	args := []any{"on_error", cmp.Or(cfg.Store.OnError, config.OnErrorLocal), "mode", cmp.Or(string(cfg.Store.Redis.Mode), "standalone"),
+		"addrs", cfg.Store.Redis.Addrs}
+	if last != nil && *last != nil {
+		args = append(args, "kind", redis.ErrorKind(*last), "error", *last)
+	}
+	log.Warn("redis store unavailable: deciding with the on_error fallback until it answers", args...)
 }
 
 // closeAll closes each of its stores.

@@ -15,7 +15,9 @@
 // SET, CLIENT KILL, SCRIPT FLUSH, a busy script, failovers, resharding) or
 // from [Proxy], a TCP proxy in front of Redis that delays replies (with
 // jitter), resets connections or blackholes them. The rows are in
-// scenarios.go and faults.go.
+// scenarios.go, faults.go and rows.go (A6 with Redis healthy, C4 with the
+// sentinels down and a second gateway started meanwhile, C5 with
+// min-replicas-to-write and a stopped replica).
 //
 // # How the figures are measured
 //

@@ -283,3 +283,24 @@ func TestFDCount(t *testing.T) {
 			total0, total1, to0, to1, on0, on1)
 	}
 }
+
+func TestOpenings(t *testing.T) {
+	var snaps []snapshot
+	for i, v := range []float64{0, 1, 1, 0, 0, 1, 0, 1, 1, 1} {
+		snaps = append(snaps, snapshot{at: time.Duration(i) * 100 * time.Millisecond, m: Metrics{"sluice_fallback_active": v}})
+	}
+	for _, tt := range []struct {
+		from, to time.Duration
+		want     int
+	}{
+		{0, time.Second, 3},
+		{100 * time.Millisecond, time.Second, 2}, // already open at from
+		{0, 400 * time.Millisecond, 1},
+		{250 * time.Millisecond, 650 * time.Millisecond, 1},
+		{800 * time.Millisecond, time.Second, 0},
+	} {
+		if got := openings(snaps, tt.from, tt.to); got != tt.want {
+			t.Errorf("openings(%v, %v) = %d, want %d", tt.from, tt.to, got, tt.want)
+		}
+	}
+}

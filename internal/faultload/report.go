@@ -188,6 +188,23 @@ func analyze(sc Scenario, o Options, l int, res *result) *Report {
 		r.LatencyTarget = o.Timeout + base + 5*time.Millisecond
 	}
 	r.LatencyOK = r.Phases[1].P99 <= r.LatencyTarget && r.Phases[2].P99 <= r.LatencyTarget
+	// The first transport errors, to tell a client-side stall from the
+	// gateway's.
+	shown := 0
+	var byRoute [len(routeNames)]int
+	for _, rec := range res.recs {
+		if rec.code != 0 {
+			continue
+		}
+		byRoute[rec.route]++
+		if shown < 3 {
+			shown++
+			r.Note("transport error on route %s sent at t=%.2fs after %.2fs: %v", routeNames[rec.route], rec.at.Seconds(), rec.lat.Seconds(), rec.err)
+		}
+	}
+	if shown > 0 {
+		r.Note("transport errors by route: acct %d, bg %d, free %d", byRoute[routeAcct], byRoute[routeBg], byRoute[routeFree])
+	}
 	// Verdicts.
 	if r.FiveXX > 0 {
 		r.Fail("%d unexpected 5xx or transport errors (codes %v)", r.FiveXX, r.Codes)
@@ -241,6 +258,9 @@ func (r *Report) BgShare() float64 { return r.BgFallback / max(1, r.BgRequests) 
 func limited(m Metrics) float64 {
 	return m.Sum("sluice_requests_total", `route="acct"`) + m.Sum("sluice_requests_total", `route="bg"`)
 }
+
+// routeNames are the routes' ids, by route index.
+var routeNames = [...]string{routeAcct: "acct", routeBg: "bg", routeFree: "free"}
 
 // bgRoute selects the background route's samples.
 const bgRoute = `route="bg"`

@@ -26,6 +26,13 @@ type Options struct {
 	Before, Fault, After time.Duration
 	// Timeout is store.timeout; zero means 20ms (RELIABILITY.md §5).
 	Timeout time.Duration
+	// Relaxed marks the short CI version on a shared box: the figures that
+	// only measure how often CPU contention alone trips the breaker are
+	// asserted against bounds that catch a breaker stuck open or every call
+	// timing out instead of the plan's: A6 ≤ 5% of background decisions
+	// without Redis and ≤ 2 openings (plan: < 0.1%, ≤ 1 per minute); C4's
+	// running gateway ≥ 50% on Redis with no connection error (plan: ≥ 99%).
+	Relaxed bool
 	// Logf, if set, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -67,8 +74,13 @@ type Scenario struct {
 	RedisDownAtStart bool
 	// Steps, if above 1, makes the fault phase Steps × Options.Fault long:
 	// the scenario goes through Steps settings of Options.Fault each (B4's
-	// three latencies, B5's resets then blackhole).
+	// three latencies, B5's resets then blackhole), or needs a longer
+	// measurement in both versions (A6: 18 s short, 60 s long).
 	Steps int
+	// MinRate, if higher, is the offered load instead of Options.Rate (A6
+	// measures spurious fallbacks at R0 = 500 req/s, also in the short
+	// version).
+	MinRate int
 	// MinFault, if longer, is the fault phase's length instead of
 	// Options.Fault (C2: the sentinels demote the old master seconds after
 	// the switch, and that must happen under load).
@@ -87,6 +99,7 @@ type Env struct {
 	checks   []func(r *Report)
 	dir      string
 	gw       *Gateway
+	config   string // the gateway's sluice.yaml, set before the load starts
 }
 
 // Event is a scheduled action and when it ran.
@@ -151,6 +164,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		opts.Fault *= time.Duration(sc.Steps)
 	}
 	opts.Fault = max(opts.Fault, sc.MinFault)
+	opts.Rate = max(opts.Rate, sc.MinRate)
 	if opts.Binary == "" {
 		return nil, errors.New("faultload: Options.Binary is required")
 	}
@@ -174,7 +188,8 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	defer up.Close()
 	l := max(1, opts.Rate/5)
-	gw, err := StartGateway(opts.Binary, dir, gatewayConfig(sc, e, up.URL, l))
+	e.config = gatewayConfig(sc, e, up.URL, l)
+	gw, err := StartGateway(opts.Binary, dir, e.config)
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +357,7 @@ type record struct {
 	code    int
 	route   int
 	retry1  bool
+	err     error // the transport error when code is 0
 }
 
 // snapshot is one /metrics scrape during the load.
@@ -425,7 +441,7 @@ func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o 
 			if err != nil {
 				code = 0
 			}
-			res.recs[i] = record{at: t0.Sub(start), lat: time.Since(t0), code: code, route: route, retry1: retry1}
+			res.recs[i] = record{at: t0.Sub(start), lat: time.Since(t0), code: code, route: route, retry1: retry1, err: err}
 		})
 	}
 	reqs.Wait()

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-gw/sluice/config"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFallbackIsLogged: when the breaker opens (Redis unreachable, here from
+// the start, as RELIABILITY C4's gateway started with every sentinel down),
+// the gateway says so in its log once, with the error, besides
+// sluice_fallback_active.
+func TestFallbackIsLogged(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	var logs syncBuffer
+	rc := limitedRoute("hello", "/hello", "hi\n")
+	rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
+	cfg := testConfig(rc)
+	cfg.Store.Type = config.StoreRedis
+	cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{dead}}
+	g, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	// Five failures in a row open the breaker (store/fallback's default);
+	// distinct keys, so that none is decided local-first as owing.
+	for i := range 8 {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/hello", nil)
+		req.Header.Set("X-User", fmt.Sprint("u", i))
+		g.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK && rec.Code != http.StatusTooManyRequests {
+			t.Fatalf("request %d with Redis down = %d, want the local fallback's answer", i+1, rec.Code)
+		}
+	}
+	var lines []string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "redis store unavailable") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines about the fallback, want 1; logs:\n%s", len(lines), logs.String())
+	}
+	for _, want := range []string{"level=WARN", "on_error=local", "kind=connection", dead} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("fallback log line lacks %q: %s", want, lines[0])
+		}
+	}
+}
