@@ -11,7 +11,11 @@
 // mode, where it gets one wrapping [ErrUnavailable].
 //
 // A circuit breaker (github.com/sony/gobreaker/v2) stops calling a failing
-// primary: Options.ConsecutiveFailures failures in a row open it, and while
+// primary: Options.ConsecutiveFailures failures in a row open it (a
+// connection failure of a call that was already in flight when an earlier
+// connection failure was counted is the same broken connection and does not
+// count again, so one connection reset never opens it alone; timeouts and
+// server errors count one by one), and while
 // it is open every request goes straight to the fallback, paying nothing for
 // the dead store. After Options.OpenTimeout (at most one second) the breaker
 // lets exactly one probe through: the next request calls the primary while

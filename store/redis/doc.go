@@ -27,11 +27,15 @@
 // CPU (INFO commandstats) on the reference machine, against about 7µs for a
 // minimal script that returns no remaining, reset or retry time.
 //
-// It is sent as EVALSHA; on NOSCRIPT (after a restart or SCRIPT FLUSH; the
-// script did not run) it is sent once more as EVAL. Nothing else is ever
-// re-sent: the client has retries disabled, because a script that timed
-// out may have run and a retry would count the request twice. Each call is
-// bounded by [Options].Timeout.
+// It is sent as EVALSHA. On NOSCRIPT (after a restart or SCRIPT FLUSH; the
+// script did not run) it is loaded once with SCRIPT LOAD for all the calls
+// that got NOSCRIPT together (on Cluster, routed to the node serving the
+// call's slot: one load per slot) and sent again as EVALSHA; only if that
+// gets NOSCRIPT too is it sent as EVAL. Nothing else is ever re-sent: the
+// client has retries disabled, because a script that timed out may have
+// run and a retry would count the request twice. Each call is bounded by
+// [Options].Timeout. Connections stay in pipelining mode, so a timed-out
+// call abandons its reply without closing the connection other calls use.
 //
 // # Keys
 //
@@ -100,6 +104,14 @@
 // whenever a connection closes (connection refused or reset included), and
 // every 5 s; on Sentinel it follows +switch-master and re-asks the sentinels
 // every 2 s. Sentinels themselves are reached without AUTH.
+//
+// On Sentinel the store also checks every connection it dials: ROLE must
+// say master, and the sentinels that answer must not name another master
+// (when none answers, the master is accepted: an outage of the sentinels
+// alone does not take Redis away). A READONLY reply or a refused dial makes
+// it ask the sentinels again, at most once a second. rueidis itself checks
+// the role only when it switches masters, not when it redials the address
+// it already uses, which may by then be a demoted or a stale master.
 //
 // # Errors
 //
