@@ -42,14 +42,22 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if len(reqs) == 0 {
 		return true, nil
 	}
+	// Standalone and Sentinel: the call may be combined with concurrent
+	// ones (batch.go), which bounds its wait by the Timeout itself.
+	if c := s.cur.Load(); c != nil && !c.cluster {
+		return s.evaluateCombined(ctx, c, reqs, out)
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	c, err := s.client(ctx)
 	if err != nil {
 		return false, err
 	}
+	if !c.cluster {
+		return s.evaluateCombined(ctx, c, reqs, out)
+	}
 	now := s.now()
-	if c.cluster && len(reqs) > 1 {
+	if len(reqs) > 1 {
 		if groups := slotGroups(reqs); len(groups) > 1 {
 			return s.evaluateSlots(ctx, c, reqs, out, groups, now)
 		}

@@ -113,7 +113,8 @@ type Store struct {
 	copt    rueidis.ClientOption
 	owned   bool // the Store built the client and closes it
 
-	cur atomic.Pointer[conn]
+	cur   atomic.Pointer[conn]
+	batch batcher // combines concurrent Evaluate calls (batch.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -239,6 +240,7 @@ func newStore(opts Options) (*Store, error) {
 		errs = append(errs, fmt.Errorf("redis store: "+format, args...))
 	}
 	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode}
+	s.batch.slots = batchSlots
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}

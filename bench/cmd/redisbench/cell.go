@@ -32,6 +32,11 @@ type cellResult struct {
 	// scriptTime is Redis' time inside EVAL/EVALSHA per call over the
 	// whole cell (warm-up included): the script's own cost.
 	scriptTime time.Duration
+	// calls is every call the workers made over the whole cell (warm-up
+	// included, errors too) and scriptCalls the EVAL/EVALSHA calls Redis
+	// executed meanwhile: calls/scriptCalls is the decisions per script
+	// call (above 1 when the store batches requests).
+	calls, scriptCalls uint64
 	// runs is the number of runs of the cell; minRate and maxRate are the
 	// lowest and highest decisions/s among them.
 	runs             int
@@ -99,6 +104,7 @@ func keyNames(n int) []string {
 type workerStats struct {
 	hist                       histogram
 	decisions, allowed, errors uint64
+	calls                      uint64 // warm-up included
 	firstErr                   error
 	lastDone                   time.Time
 }
@@ -114,6 +120,7 @@ func (st *workerStats) work(ctx context.Context, decide decideFunc, rng *rand.Ra
 		}
 		allowed, err := decide(ctx, i)
 		t1 := time.Now()
+		st.calls++
 		if t0.Before(from) {
 			continue
 		}
@@ -161,6 +168,7 @@ func runCell(ctx context.Context, tg *target, nkeys int, conc int, warmup, measu
 		total.hist.merge(&st.hist)
 		total.decisions += st.decisions
 		total.allowed += st.allowed
+		total.calls += st.calls
 		if total.errors == 0 && st.errors > 0 {
 			total.firstErr = st.firstErr
 		}
@@ -172,7 +180,7 @@ func runCell(ctx context.Context, tg *target, nkeys int, conc int, warmup, measu
 	r := cellResult{
 		keys: nkeys, conc: conc,
 		decisions: total.decisions, allowed: total.allowed, allowedKnown: tg.allowedKnown,
-		errors: total.errors, firstErr: total.firstErr,
+		errors: total.errors, firstErr: total.firstErr, calls: total.calls,
 		p50: total.hist.quantile(0.50), p99: total.hist.quantile(0.99),
 	}
 	if cpu0.ok && cpuTo.ok {

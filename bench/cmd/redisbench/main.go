@@ -303,7 +303,7 @@ func runFlushed(ctx context.Context, srv *server, im impl, e *env, conc int, war
 	if err != nil {
 		return r, err
 	}
-	if r.scriptTime, err = srv.scriptTimePerCall(ctx); err != nil {
+	if r.scriptTime, r.scriptCalls, err = srv.scriptTimePerCall(ctx); err != nil {
 		return r, err
 	}
 	return r, nil

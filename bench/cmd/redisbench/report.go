@@ -84,7 +84,9 @@ func (r *report) markdown() string {
 		"CPU/decision is the CPU time the harness process (client library, store code and the harness loop) "+
 		"and redis-server used during the measured window, divided by the calls made; it moves less than decisions/s "+
 		"with other load on the machine. Script time/call is Redis' own time inside EVALSHA per call "+
-		"(INFO commandstats, warm-up included): the Lua script's cost without the socket work.\n", c.warmup, c.duration)
+		"(INFO commandstats, warm-up included): the Lua script's cost without the socket work. "+
+		"Decisions/script call is the calls the workers made (warm-up included) divided by the script calls Redis ran: "+
+		"above 1 where a store evaluates several requests in one script call.\n", c.warmup, c.duration)
 	if c.repeat > 1 {
 		fmt.Fprintf(&b, "- Each cell ran %d times, in rounds over the implementations; the row is the run with the median decisions/s "+
 			"(its latencies and CPU), the range is the lowest and highest run, errors add up over all runs.\n", c.repeat)
@@ -124,7 +126,7 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 	if c.repeat > 1 {
 		rangeHead, rangeSep = " range of runs |", "---:|"
 	}
-	fmt.Fprintf(b, "| impl | conc | decisions/s |%s p50 | p99 | allowed | errors | client CPU/decision | redis CPU/decision | script time/call |\n|---|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|\n", rangeHead, rangeSep)
+	fmt.Fprintf(b, "| impl | conc | decisions/s |%s p50 | p99 | allowed | errors | client CPU/decision | redis CPU/decision | script time/call | decisions/script call |\n|---|---:|---:|%s---:|---:|---:|---:|---:|---:|---:|---:|\n", rangeHead, rangeSep)
 	for _, im := range c.impls {
 		for _, conc := range c.conc {
 			cell, ok := r.cell(im.name, n, conc)
@@ -143,12 +145,15 @@ func (r *report) keysSection(b *strings.Builder, n int) {
 			if c.repeat > 1 {
 				rng = fmt.Sprintf(" %.0f–%.0f |", cell.minRate, cell.maxRate)
 			}
-			script := "n/a"
+			script, perCall := "n/a", "n/a"
 			if cell.scriptTime > 0 {
 				script = fmtMicros(cell.scriptTime)
 			}
-			fmt.Fprintf(b, "| %s | %d | %.0f |%s %s | %s | %s | %d | %s | %s | %s |\n",
-				im.name, conc, cell.perSecond(), rng, fmtDur(cell.p50), fmtDur(cell.p99), allowed, cell.errors, clientCPU, serverCPU, script)
+			if cell.scriptCalls > 0 {
+				perCall = fmt.Sprintf("%.1f", float64(cell.calls)/float64(cell.scriptCalls))
+			}
+			fmt.Fprintf(b, "| %s | %d | %.0f |%s %s | %s | %s | %d | %s | %s | %s | %s |\n",
+				im.name, conc, cell.perSecond(), rng, fmtDur(cell.p50), fmtDur(cell.p99), allowed, cell.errors, clientCPU, serverCPU, script, perCall)
 		}
 	}
 	ceil, haveCeil := r.ceiling(n)

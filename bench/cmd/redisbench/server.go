@@ -110,11 +110,12 @@ func readReply(r *bufio.Reader) (string, error) {
 
 // scriptTimePerCall returns the time Redis spent inside EVAL and EVALSHA
 // per call since the last CONFIG RESETSTAT (INFO commandstats), or 0 when
-// there was no script call. It excludes reading and writing the sockets.
-func (s *server) scriptTimePerCall(ctx context.Context) (time.Duration, error) {
+// there was no script call, and the number of those calls. It excludes
+// reading and writing the sockets.
+func (s *server) scriptTimePerCall(ctx context.Context) (time.Duration, uint64, error) {
 	info, err := s.do(ctx, "INFO", "commandstats")
 	if err != nil {
-		return 0, fmt.Errorf("read commandstats: %w", err)
+		return 0, 0, fmt.Errorf("read commandstats: %w", err)
 	}
 	var calls, usec int64
 	for line := range strings.SplitSeq(info, "\r\n") {
@@ -137,7 +138,7 @@ func (s *server) scriptTimePerCall(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	if calls == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	return time.Duration(usec) * time.Microsecond / time.Duration(calls), nil
+	return time.Duration(usec) * time.Microsecond / time.Duration(calls), uint64(calls), nil
 }

@@ -1,22 +1,37 @@
--- main.lua: evaluate every limit of one request atomically.
+-- main.lua: evaluate every limit of one request atomically, or (mode 'b')
+-- several requests in turn, each all-or-nothing over its own limits.
 --
 -- ARGV[1]  mode: 'e' evaluate, 'v' evaluate and also report each admitting
---          limit's unchanged view (Cluster, several slots), 'p' peek
+--          limit's unchanged view (Cluster, several slots), 'p' peek,
+--          'b' batch: evaluate several requests in order, each as 'e'
 -- ARGV[2]  now in Unix µs, or '' to read Redis TIME (production; only tests
---          pass a time)
--- then 7 ARGV per limit: algorithm code, max (capacity, limit or burst),
---          per (interval or window, µs), shape (1/0), max_delay (µs),
---          cost, shadow (1/0)
--- KEYS     each limit's keys in order (2 for sliding_log, else 1)
+--          pass a time); in mode 'b' every request is decided at this one now
+-- then, in modes 'e', 'v', 'p': 7 ARGV per limit: algorithm code, max
+--          (capacity, limit or burst), per (interval or window, µs), shape
+--          (1/0), max_delay (µs), cost, shadow (1/0);
+--          in mode 'b': the number of distinct policies S, then 5 ARGV per
+--          policy (algorithm code, max, per, shape, max_delay as above),
+--          then per request: its number of limits n, then 2 ARGV per limit:
+--          its policy's index i among the S (1-based; -i for a shadow
+--          limit) and its cost
+-- KEYS     each limit's keys in order (2 for sliding_log, else 1); in mode
+--          'b' every request's keys, request after request
 --
--- Phase 1 decides every limit without writing. Only if every non-shadow
--- limit admits (and not peeking) does phase 2 write each admitting limit's
--- new state, with a TTL covering its full reset: a denied request writes
--- nothing.
+-- For each request, phase 1 decides every limit without writing. Only if
+-- every non-shadow limit admits (and not peeking) does phase 2 write each
+-- admitting limit's new state, with a TTL covering its full reset: a denied
+-- request writes nothing. In mode 'b' a request is decided against the state
+-- the requests before it in the batch left.
 --
--- Returns integers: overall (1/0), now, then 9 per limit: allowed,
--- remaining, reset, retry, delay, consumed (1/0), extra (window index or
--- log seq, for a refund), view remaining, view reset.
+-- Returns, in modes 'e', 'v', 'p', integers: overall (1/0), now, then 9 per
+-- limit: allowed, remaining, reset, retry, delay, consumed (1/0), extra
+-- (window index or log seq, for a refund), view remaining, view reset.
+-- In mode 'b': now, then per request its overall (1/0) followed by the first
+-- 5 of those per limit (allowed, remaining, reset, retry, delay: a batch is
+-- never a Cluster call, so the rest are of no use); or, if deciding that
+-- request raised an error, one error reply in their place (what that
+-- request wrote before the error stays, as it would in mode 'e'; the
+-- requests before and after it are decided as usual).
 
 -- algorithm returns the entry of an algorithm code, building it on first use.
 local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra}
@@ -45,98 +60,195 @@ else
   extra_ttl_ms = 3600000
 end
 
--- One limit (the common request): the same steps as the general path below
--- without its tables and second loop. With a single limit the request is
--- admitted exactly when that limit admits or is a shadow, and only an
--- admitting limit has anything to commit.
-if #ARGV == 9 then
-  local alg = DEFINE[tonumber(ARGV[3])]()
-  local p = {
-    max = tonumber(ARGV[4]),
-    per = tonumber(ARGV[5]),
-    shape = ARGV[6] == '1',
-    max_delay = tonumber(ARGV[7]),
-  }
-  local s = alg.load(KEYS)
-  local ns, d = alg.step(p, s, now, tonumber(ARGV[8]))
-  local vrem, vreset = 0, 0
-  if not d.allowed then
-    return {ARGV[9] == '1' and 1 or 0, now, 0, d.remaining, d.reset, d.retry, d.delay, 0, 0, 0, 0}
-  end
-  if mode == 'p' then
-    local _, v = alg.step(p, s, now, 2 * p.max)
-    return {1, now, 1, v.remaining, v.reset, d.retry, d.delay, 0, 0, 0, 0}
-  end
-  if mode == 'v' then
-    local _, v = alg.step(p, s, now, 2 * p.max) -- before the save: the log's view reads the set
-    vrem, vreset = v.remaining, v.reset
-  end
-  alg.save(KEYS, ns, math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms)
-  return {1, now, 1, d.remaining, d.reset, d.retry, d.delay, 1, ns.seq or ns.t, vrem, vreset}
-end
-
--- phase 1: decide
-local limits = {}
-local overall = true
-local ki = 1
--- pending holds the state a limit admitted into, by key: a later limit of
--- the same request on the same key is decided against it, so their costs
--- add up (as in the memory store). Peek looks at each limit alone.
-local pending = {}
-for ai = 3, #ARGV, 7 do
-  local alg = algorithm(tonumber(ARGV[ai]))
-  local p = {
-    max = tonumber(ARGV[ai + 1]),
-    per = tonumber(ARGV[ai + 2]),
-    shape = ARGV[ai + 3] == '1',
-    max_delay = tonumber(ARGV[ai + 4]),
-  }
-  local keys = {KEYS[ki], KEYS[ki + 1]}
-  ki = ki + alg.nkeys
-  local s = pending[keys[1]] or alg.load(keys)
-  local ns, d = alg.step(p, s, now, tonumber(ARGV[ai + 5]))
-  if d.allowed and mode ~= 'p' then
-    pending[keys[1]] = ns
-  end
-  if not d.allowed and ARGV[ai + 6] ~= '1' then
-    overall = false
-  end
-  limits[#limits + 1] = {alg = alg, p = p, keys = keys, s = s, ns = ns, d = d}
-end
-
 -- view returns what an admitting limit shows when it consumes nothing: the
 -- step's answer for a cost no state can admit (remaining and reset as now).
-local function view(x)
-  local _, v = x.alg.step(x.p, x.s, now, 2 * x.p.max)
+local function view(alg, p, s)
+  local _, v = alg.step(p, s, now, 2 * p.max)
   return v
 end
 
--- phase 2: commit
-local commit = overall and mode ~= 'p'
-local out = {overall and 1 or 0, now}
-for _, x in ipairs(limits) do
-  local d = x.d
-  local consumed, extra, vrem, vreset = 0, 0, 0, 0
-  if d.allowed and commit then
-    consumed = 1
-    extra = x.ns.seq or x.ns.t
-    if mode == 'v' then
-      local v = view(x) -- before the save: the log's view reads the set
-      vrem, vreset = v.remaining, v.reset
-    end
-    x.alg.save(x.keys, x.ns, math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms)
-  elseif d.allowed then
-    local v = view(x)
-    d.remaining, d.reset = v.remaining, v.reset
+-- ttl_ms is the TTL of a state whose decision is d.
+local function ttl_ms(d)
+  return math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms
+end
+
+-- policies holds mode 'b''s policies: {alg, p} by index.
+local policies = {}
+
+-- limit_at returns the algorithm, policy parameters, cost and shadow flag
+-- of the limit whose arguments start at ARGV[a]: 7 arguments in modes 'e',
+-- 'v', 'p', 2 in mode 'b'.
+local function limit_at(a)
+  if mode == 'b' then
+    local ref = tonumber(ARGV[a])
+    local x = policies[math.abs(ref)]
+    return x.alg, x.p, tonumber(ARGV[a + 1]), ref < 0
   end
-  out[#out + 1] = d.allowed and 1 or 0
-  out[#out + 1] = d.remaining
-  out[#out + 1] = d.reset
-  out[#out + 1] = d.retry
-  out[#out + 1] = d.delay
-  out[#out + 1] = consumed
-  out[#out + 1] = extra
-  out[#out + 1] = vrem
-  out[#out + 1] = vreset
+  local p = {
+    max = tonumber(ARGV[a + 1]),
+    per = tonumber(ARGV[a + 2]),
+    shape = ARGV[a + 3] == '1',
+    max_delay = tonumber(ARGV[a + 4]),
+  }
+  return algorithm(tonumber(ARGV[a])), p, tonumber(ARGV[a + 5]), ARGV[a + 6] == '1'
+end
+
+-- stride is the number of ARGV per limit.
+local stride = 7
+if mode == 'b' then
+  stride = 2
+end
+
+-- decide evaluates one request in mode m ('e', 'v' or 'p'): its n limits'
+-- arguments start at ARGV[ai], their keys at KEYS[ki]. It appends the w
+-- values (9, or 5 for a batch) of each limit to out and returns the
+-- request's overall (1/0) and the index of the key after the request's.
+local function decide(m, ai, ki, n, w, out)
+  local o = #out
+  -- One limit (the common request): the same steps as the general path
+  -- below without its tables and second loop. With a single limit the
+  -- request is admitted exactly when that limit admits or is a shadow, and
+  -- only an admitting limit has anything to commit.
+  if n == 1 then
+    local alg, p, cost, shadow = limit_at(ai)
+    local keys = KEYS
+    if ki > 1 then
+      keys = {KEYS[ki], KEYS[ki + 1]}
+    end
+    local s = alg.load(keys)
+    local ns, d = alg.step(p, s, now, cost)
+    local allowed, remaining, reset = 0, d.remaining, d.reset
+    local consumed, extra, vrem, vreset = 0, 0, 0, 0
+    local overall = 1
+    if not d.allowed then
+      if not shadow then
+        overall = 0
+      end
+    elseif m == 'p' then
+      allowed = 1
+      local v = view(alg, p, s)
+      remaining, reset = v.remaining, v.reset
+    else
+      allowed = 1
+      if m == 'v' then
+        local v = view(alg, p, s) -- before the save: the log's view reads the set
+        vrem, vreset = v.remaining, v.reset
+      end
+      alg.save(keys, ns, ttl_ms(d))
+      consumed, extra = 1, ns.seq or ns.t
+    end
+    out[o + 1] = allowed
+    out[o + 2] = remaining
+    out[o + 3] = reset
+    out[o + 4] = d.retry
+    out[o + 5] = d.delay
+    if w == 9 then
+      out[o + 6] = consumed
+      out[o + 7] = extra
+      out[o + 8] = vrem
+      out[o + 9] = vreset
+    end
+    return overall, ki + alg.nkeys
+  end
+
+  -- phase 1: decide
+  local limits = {}
+  local overall = true
+  -- pending holds the state a limit admitted into, by key: a later limit of
+  -- the same request on the same key is decided against it, so their costs
+  -- add up (as in the memory store). Peek looks at each limit alone.
+  local pending = {}
+  for li = 0, n - 1 do
+    local alg, p, cost, shadow = limit_at(ai + stride * li)
+    local keys = {KEYS[ki], KEYS[ki + 1]}
+    ki = ki + alg.nkeys
+    local s = pending[keys[1]] or alg.load(keys)
+    local ns, d = alg.step(p, s, now, cost)
+    if d.allowed and m ~= 'p' then
+      pending[keys[1]] = ns
+    end
+    if not d.allowed and not shadow then
+      overall = false
+    end
+    limits[#limits + 1] = {alg = alg, p = p, keys = keys, s = s, ns = ns, d = d}
+  end
+
+  -- phase 2: commit
+  local commit = overall and m ~= 'p'
+  for _, x in ipairs(limits) do
+    local d = x.d
+    local consumed, extra, vrem, vreset = 0, 0, 0, 0
+    if d.allowed and commit then
+      consumed = 1
+      extra = x.ns.seq or x.ns.t
+      if m == 'v' then
+        local v = view(x.alg, x.p, x.s) -- before the save: the log's view reads the set
+        vrem, vreset = v.remaining, v.reset
+      end
+      x.alg.save(x.keys, x.ns, ttl_ms(d))
+    elseif d.allowed then
+      local v = view(x.alg, x.p, x.s)
+      d.remaining, d.reset = v.remaining, v.reset
+    end
+    out[o + 1] = d.allowed and 1 or 0
+    out[o + 2] = d.remaining
+    out[o + 3] = d.reset
+    out[o + 4] = d.retry
+    out[o + 5] = d.delay
+    if w == 9 then
+      out[o + 6] = consumed
+      out[o + 7] = extra
+      out[o + 8] = vrem
+      out[o + 9] = vreset
+    end
+    o = o + w
+  end
+  return overall and 1 or 0, ki
+end
+
+if mode ~= 'b' then
+  local out = {0, now}
+  out[1] = decide(mode, 3, 1, (#ARGV - 2) / 7, 9, out)
+  return out
+end
+
+-- batch: the policies, then one request after another; an error in one
+-- request is its own.
+local ai = 4 + 5 * tonumber(ARGV[3])
+for a = 4, ai - 1, 5 do
+  policies[#policies + 1] = {
+    alg = algorithm(tonumber(ARGV[a])),
+    p = {
+      max = tonumber(ARGV[a + 1]),
+      per = tonumber(ARGV[a + 2]),
+      shape = ARGV[a + 3] == '1',
+      max_delay = tonumber(ARGV[a + 4]),
+    },
+  }
+end
+local out = {now}
+local ki = 1
+local nargv = #ARGV
+while ai <= nargv do
+  local n = tonumber(ARGV[ai])
+  local at = #out + 1
+  out[at] = 0
+  local ok, res, next_ki = pcall(decide, 'e', ai + 1, ki, n, 5, out)
+  if ok then
+    out[at] = res
+    ki = next_ki
+  else
+    for i = #out, at + 1, -1 do
+      out[i] = nil
+    end
+    if type(res) == 'table' then
+      res = res.err
+    end
+    out[at] = {err = tostring(res)}
+    for li = 0, n - 1 do
+      ki = ki + policies[math.abs(tonumber(ARGV[ai + 1 + 2 * li]))].alg.nkeys
+    end
+  end
+  ai = ai + 1 + 2 * n
 end
 return out

@@ -1,0 +1,456 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/ratelimittest"
+)
+
+// setBatching sets s's batching before its first Evaluate: at most slots
+// script calls in flight (0: batching off), and with always every request
+// goes through a batch (mode 'b'), even when a slot is free.
+func setBatching(s *Store, slots int, always bool) {
+	b := s.batcher()
+	b.mu.Lock()
+	b.slots, b.always = slots, always
+	b.mu.Unlock()
+}
+
+// batchResult is one request's outcome in runBatch.
+type batchResult struct {
+	ok  bool
+	out []ratelimit.Decision
+	err error
+}
+
+// runBatch decides the requests as one batch, in this order, through the
+// store's own batch path (one script call in mode 'b'), at the store's now.
+func runBatch(t *testing.T, s *Store, reqs [][]ratelimit.Request) []batchResult {
+	t.Helper()
+	c, err := s.client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := s.now()
+	bt := &batch{now: now, done: make(chan struct{})}
+	bt.ctx, bt.cancel = context.WithTimeout(context.Background(), s.timeout)
+	ms := make([]*member, len(reqs))
+	for i, r := range reqs {
+		if err := ratelimit.CheckRequests(r, make([]ratelimit.Decision, len(r))); err != nil {
+			t.Fatal(err)
+		}
+		ms[i] = &member{ctx: context.Background(), cl: s.newCall(modeEvaluate, now, r, nil), n: len(r)}
+		bt.members = append(bt.members, ms[i])
+		bt.limits += ms[i].n
+	}
+	s.send(c, bt)
+	<-bt.done
+	res := make([]batchResult, len(reqs))
+	for i, m := range ms {
+		switch {
+		case !m.sent:
+			res[i].err = errors.New("left out of the batch")
+		case m.err != nil:
+			res[i].err = m.err
+		default:
+			res[i].ok = m.overall
+			res[i].out = make([]ratelimit.Decision, len(reqs[i]))
+			for j := range reqs[i] {
+				res[i].out[j] = m.reps[j].decision(reqs[i][j].Policy)
+			}
+		}
+	}
+	return res
+}
+
+// TestBatchConformance runs the ratelimittest suite on standalone Redis
+// with every request sent in a batch (mode 'b', one script call in flight),
+// so sequential requests are batches of one and concurrent ones share
+// batches.
+func TestBatchConformance(t *testing.T) {
+	c := standaloneRedis(t)
+	ratelimittest.Run(t, func(t *testing.T, clock ratelimit.Clock) ratelimit.Store {
+		s := newTestStore(t, c, clock)
+		setBatching(s, 1, true)
+		return s
+	})
+}
+
+// TestBatchConcurrentExact: TestConcurrentExact with one script call in
+// flight per store, so that concurrent requests are batched: 4 clients × 64
+// goroutines on one key admit exactly the capacity, for every algorithm,
+// and each admission sees its own remaining. And batches did form.
+func TestBatchConcurrentExact(t *testing.T) {
+	const (
+		clients    = 4
+		goroutines = 64
+		perG       = 3
+		capacity   = 100
+	)
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	prefix := testPrefix()
+	stores := make([]*Store, clients)
+	for i := range stores {
+		stores[i] = mustNew(t, Options{Addrs: []string{srv.Addr()}, Prefix: prefix, Timeout: 10 * time.Second})
+		setBatching(stores[i], 1, false)
+	}
+	calls := scriptCalls(t, srv)
+	decisions := 0
+	for _, p := range noRefillPolicies(capacity) {
+		t.Run(p.Name(), func(t *testing.T) {
+			key := "hot-" + p.Name()
+			var admitted atomic.Int64
+			var seen [capacity]atomic.Int32
+			var wg sync.WaitGroup
+			errs := make(chan error, clients*goroutines)
+			for _, s := range stores {
+				for range goroutines {
+					wg.Go(func() {
+						out := make([]ratelimit.Decision, 1)
+						req := []ratelimit.Request{{Key: key, Policy: p}}
+						for range perG {
+							ok, err := s.Evaluate(context.Background(), req, out)
+							if err != nil {
+								errs <- err
+								return
+							}
+							if ok {
+								admitted.Add(1)
+								if r := out[0].Remaining; r >= 0 && r < capacity {
+									seen[r].Add(1)
+								}
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			decisions += clients * goroutines * perG
+			if got := admitted.Load(); got != capacity {
+				t.Errorf("%d clients × %d goroutines × %d requests admitted %d, want exactly %d", clients, goroutines, perG, got, capacity)
+			}
+			for r := range seen {
+				if n := seen[r].Load(); n != 1 {
+					t.Errorf("remaining %d reported by %d admissions, want 1", r, n)
+				}
+			}
+		})
+	}
+	n := scriptCalls(t, srv) - calls
+	t.Logf("%d decisions in %d script calls", decisions, n)
+	if n*2 > decisions {
+		t.Errorf("%d decisions took %d script calls, want at most half as many: batches did not form", decisions, n)
+	}
+}
+
+// TestBatchesForm: with the default number of calls in flight, many
+// concurrent callers share script calls (INFO commandstats counts fewer
+// script runs than decisions), every decision is right (distinct keys, all
+// admitted with the remaining a lone request sees), and a lone caller is
+// never batched: sequential calls are one script call each, in mode 'e'.
+func TestBatchesForm(t *testing.T) {
+	const goroutines, perG = 128, 10
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}})
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: ratelimit.MinRate})
+	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: p})
+
+	before := scriptCalls(t, srv)
+	for i := range 20 {
+		if ok, out := evaluate(t, s, ratelimit.Request{Key: fmt.Sprint("lone-", i), Policy: p}); !ok || out[0].Remaining != 4 {
+			t.Fatalf("lone request %d: %v %+v", i, ok, out)
+		}
+	}
+	if n := scriptCalls(t, srv) - before; n != 20 {
+		t.Errorf("20 sequential requests: %d script calls, want 20", n)
+	}
+
+	before = scriptCalls(t, srv)
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			out := make([]ratelimit.Decision, 1)
+			for i := range perG {
+				req := []ratelimit.Request{{Key: fmt.Sprint("k-", g, "-", i), Policy: p, Cost: 2}}
+				ok, err := s.Evaluate(context.Background(), req, out)
+				if err == nil && (!ok || out[0].Remaining != 3) {
+					err = fmt.Errorf("fresh key decided %v %+v, want admitted with 3 remaining", ok, out[0])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := scriptCalls(t, srv) - before
+	t.Logf("%d concurrent decisions in %d script calls", goroutines*perG, n)
+	if n*2 > goroutines*perG {
+		t.Errorf("%d concurrent decisions took %d script calls, want at most half as many", goroutines*perG, n)
+	}
+}
+
+// randomRequest returns a request of 1–3 limits on keys from a small pool
+// (so that requests of one batch share keys, and limits of one request do),
+// with costs 1–3 and the odd shadow limit.
+func randomRequest(rng *rand.Rand, ps []*ratelimit.Policy) []ratelimit.Request {
+	r := make([]ratelimit.Request, 1+rng.IntN(3))
+	for i := range r {
+		r[i] = ratelimit.Request{
+			Key:    fmt.Sprint("k", rng.IntN(4)),
+			Policy: ps[rng.IntN(len(ps))],
+			Cost:   1 + rng.Int64N(3),
+			Shadow: rng.IntN(8) == 0,
+		}
+	}
+	return r
+}
+
+// TestBatchMatchesUnbatched: random batches of requests (several limits,
+// every algorithm, shared keys, shadow limits) decided in one script call
+// give exactly the decisions of the same requests decided one by one in
+// calls of their own at the same explicit time, and leave the same state
+// (Peek of every key and policy at the end).
+func TestBatchMatchesUnbatched(t *testing.T) {
+	c := standaloneRedis(t)
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 3))
+	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	alone := newTestStore(t, c, clock)
+	setBatching(alone, 0, false)
+	batched := newTestStore(t, c, clock)
+	ps := policies(t)
+	for round := range 60 {
+		reqs := make([][]ratelimit.Request, 1+rng.IntN(16))
+		for i := range reqs {
+			reqs[i] = randomRequest(rng, ps)
+		}
+		want := make([]batchResult, len(reqs))
+		for i, r := range reqs {
+			out := make([]ratelimit.Decision, len(r))
+			ok, err := alone.Evaluate(context.Background(), r, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i] = batchResult{ok: ok, out: out}
+		}
+		got := runBatch(t, batched, reqs)
+		for i := range reqs {
+			if got[i].err != nil {
+				t.Fatalf("round %d, request %d: %v (seed %d)", round, i, got[i].err, seed)
+			}
+			if got[i].ok != want[i].ok || !cmp.Equal(got[i].out, want[i].out) {
+				t.Fatalf("round %d, request %d of %d %v (seed %d):\nbatched %v %+v\nalone   %v %+v",
+					round, i, len(reqs), reqs[i], seed, got[i].ok, got[i].out, want[i].ok, want[i].out)
+			}
+		}
+		clock.Advance(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
+	}
+	for k := range 4 {
+		for _, p := range ps {
+			r := ratelimit.Request{Key: fmt.Sprint("k", k), Policy: p}
+			if d := cmp.Diff(peek(t, alone, r), peek(t, batched, r)); d != "" {
+				t.Errorf("%s on %s: state differs at the end (-alone +batched):\n%s", p.Name(), r.Key, d)
+			}
+		}
+	}
+}
+
+// TestBatchOneCall: a batch is one script call, however many requests and
+// limits it holds: a request is never split across calls.
+func TestBatchOneCall(t *testing.T) {
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Clock: clock})
+	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: tbPolicy})
+	reqs := [][]ratelimit.Request{threeLimits("a", false), {{Key: "b", Policy: tbPolicy}}, threeLimits("c", false)}
+	before := scriptCalls(t, srv)
+	for i, r := range runBatch(t, s, reqs) {
+		if r.err != nil || !r.ok {
+			t.Fatalf("request %d: %v %v", i, r.ok, r.err)
+		}
+	}
+	if n := scriptCalls(t, srv) - before; n != 1 {
+		t.Errorf("a batch of 3 requests (7 limits): %d script calls, want 1", n)
+	}
+}
+
+// TestBatchDeniedLeavesLimits: in a batch, a request that one of its
+// limits denies leaves every one of its limits as it was (keys byte for
+// byte, TTLs not extended), while the requests before and after it in the
+// same batch commit. For each algorithm as the denying limit.
+func TestBatchDeniedLeavesLimits(t *testing.T) {
+	c := standaloneRedis(t)
+	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	s := newTestStore(t, c, clock)
+	sw := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "other-sw", Algorithm: ratelimit.SlidingWindow, Limit: 10, Window: time.Minute})
+	for _, p := range policies(t) {
+		t.Run(p.Name(), func(t *testing.T) {
+			a := ratelimit.Request{Key: "a-" + p.Name(), Policy: tbPolicy}
+			b := ratelimit.Request{Key: "b-" + p.Name(), Policy: sw, Cost: 3}
+			deny := ratelimit.Request{Key: "deny-" + p.Name(), Policy: p, Cost: p.Max()}
+			before := ratelimit.Request{Key: "before-" + p.Name(), Policy: p}
+			after := ratelimit.Request{Key: "after-" + p.Name(), Policy: sw}
+			if ok, out := evaluate(t, s, a, b, deny); !ok {
+				t.Fatalf("setup: %+v", out)
+			}
+			clock.Advance(20 * time.Millisecond)
+			var dumps [3][]string
+			var ttls [3][]int64
+			for i, r := range []ratelimit.Request{a, b, deny} {
+				dumps[i], ttls[i] = rawState(t, c, s, r)
+			}
+			full := peek(t, s, before, after)
+			res := runBatch(t, s, [][]ratelimit.Request{{before}, {a, b, deny}, {after}})
+			for i, r := range res {
+				if r.err != nil {
+					t.Fatalf("request %d: %v", i, r.err)
+				}
+			}
+			if r := res[1]; r.ok || !r.out[0].Allowed || !r.out[1].Allowed || r.out[2].Allowed {
+				t.Fatalf("multi-limit request = %v %+v, want denied by its last limit only", r.ok, r.out)
+			}
+			for i, r := range []ratelimit.Request{a, b, deny} {
+				sameState(t, c, s, r, dumps[i], ttls[i])
+			}
+			for i, r := range []batchResult{res[0], res[2]} {
+				if !r.ok || r.out[0].Remaining != full[i].Remaining-1 {
+					t.Errorf("request %d of the batch: %v %+v, want admitted with %d remaining", 2*i, r.ok, r.out, full[i].Remaining-1)
+				}
+			}
+			if got := peek(t, s, before, after); got[0].Remaining != full[0].Remaining-1 || got[1].Remaining != full[1].Remaining-1 {
+				t.Errorf("Peek after the batch: %+v, want one unit consumed from %+v", got, full)
+			}
+		})
+	}
+}
+
+// TestBatchErrors: an error raised while deciding one request of a batch
+// (a key holding another program's value) fails that request alone, as a
+// "script" error, and the others are decided and committed; an OOM answer
+// fails each request with ErrUnavailable.
+func TestBatchErrors(t *testing.T) {
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}})
+	bad := ratelimit.Request{Key: "bad", Policy: tbPolicy}
+	key := appendKeys(nil, s.prefix, tag(bad.Key), specOf(tbPolicy))[0]
+	if _, err := srv.Do("SET", key, "not a state"); err != nil {
+		t.Fatal(err)
+	}
+	good1, good2 := ratelimit.Request{Key: "good1", Policy: tbPolicy}, ratelimit.Request{Key: "good2", Policy: tbPolicy}
+	res := runBatch(t, s, [][]ratelimit.Request{{good1}, {bad}, {good2}})
+	if err := res[1].err; ErrorKind(err) != "script" || errors.Is(err, ErrUnavailable) {
+		t.Errorf("request on a foreign value: %v (kind %q), want a script error", err, ErrorKind(err))
+	}
+	for _, i := range []int{0, 2} {
+		if r := res[i]; r.err != nil || !r.ok || r.out[0].Remaining != 9 {
+			t.Errorf("request %d next to a failing one: %v %+v %v, want admitted with 9 remaining", i, r.ok, r.out, r.err)
+		}
+	}
+	if got := peek(t, s, good1, good2); got[0].Remaining != 9 || got[1].Remaining != 9 {
+		t.Errorf("Peek after the batch: %+v, want both committed (9 remaining)", got)
+	}
+
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	good1.Key, good2.Key = "other1", "other2"
+	for i, r := range runBatch(t, s, [][]ratelimit.Request{{good1}, {good2}}) {
+		if !errors.Is(r.err, ErrUnavailable) || ErrorKind(r.err) != "other" {
+			t.Errorf("request %d over maxmemory: %v (kind %q), want ErrUnavailable", i, r.err, ErrorKind(r.err))
+		}
+	}
+}
+
+// TestBatchTimeoutNoResend: while Redis is stopped, a call of its own and
+// a batch of requests queued behind it (one call in flight) all return a
+// "timeout" error within about the store's Timeout, and nothing is ever
+// re-sent: once Redis runs again, at most those two script calls have run,
+// each key was counted at most once, and the batch's requests all or none.
+// RELIABILITY B2, B13.
+func TestBatchTimeoutNoResend(t *testing.T) {
+	const batched = 16
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Timeout: 300 * time.Millisecond})
+	setBatching(s, 1, false)
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 10, Window: ratelimit.MaxWindow})
+	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: p})
+	before := scriptCalls(t, srv)
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			srv.Cont()
+		}
+	}()
+	type result struct {
+		err     error
+		elapsed time.Duration
+	}
+	results := make([]result, 1+batched)
+	decide := func(i int) {
+		start := time.Now()
+		out := make([]ratelimit.Decision, 1)
+		_, err := s.Evaluate(context.Background(), []ratelimit.Request{{Key: fmt.Sprint("k", i), Policy: p}}, out)
+		results[i] = result{err, time.Since(start)}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { decide(0) }) // takes the one slot
+	time.Sleep(30 * time.Millisecond)
+	for i := 1; i <= batched; i++ {
+		wg.Go(func() { decide(i) })
+	}
+	wg.Wait()
+	if err := srv.Cont(); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	for i, r := range results {
+		if ErrorKind(r.err) != "timeout" || !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Errorf("request %d on a stopped server: %v (kind %q), want a timeout", i, r.err, ErrorKind(r.err))
+		}
+		if r.elapsed > time.Second {
+			t.Errorf("request %d took %v, want about the 300ms timeout", i, r.elapsed)
+		}
+	}
+	// Let Redis run what it received, then count.
+	time.Sleep(200 * time.Millisecond)
+	runs := scriptCalls(t, srv) - before
+	if runs > 2 {
+		t.Fatalf("%d script calls ran after the stop, want at most 2 (the lone call and the batch): something was re-sent", runs)
+	}
+	rem := make([]int64, len(results))
+	for i := range results {
+		rem[i] = peek(t, s, ratelimit.Request{Key: fmt.Sprint("k", i), Policy: p})[0].Remaining
+		if rem[i] != 10 && rem[i] != 9 {
+			t.Errorf("key %d: remaining %d, want 10 or 9 (counted at most once)", i, rem[i])
+		}
+		if i > 1 && rem[i] != rem[1] {
+			t.Errorf("batched key %d: remaining %d, key 1 %d: want all or none of the batch counted", i, rem[i], rem[1])
+		}
+	}
+	t.Logf("script calls run after the stop: %d; remaining: lone call %d, batch %d", runs, rem[0], rem[1])
+}
