@@ -12,7 +12,11 @@ package redis
 // free sends its own call at once, exactly as without batching (mode 'e':
 // no added latency, so a lone caller is never batched); one that finds
 // every slot busy joins the newest waiting batch, which is sent as one
-// script call (main.lua mode 'b') as soon as a call in flight completes. A
+// script call (main.lua mode 'b') as soon as a call in flight completes,
+// or in a call of its own once it has waited 2 ms (an eighth of the
+// Timeout if that is less): when calls are slow for a reason other than
+// Redis being busy (network latency), the store pipelines more calls
+// rather than add a round trip of waiting to each batched request. A
 // batch holds at most batchMaxLimits limits (more only when one request
 // alone has more), which bounds how long one script holds Redis.
 //
@@ -52,6 +56,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -76,6 +81,14 @@ const (
 	// with more limits than that is a batch of its own): 64 token bucket
 	// decisions hold Redis for about 0.4 ms.
 	batchMaxLimits = 64
+	// batchMaxWait bounds how long a batch waits for a slot (at most an
+	// eighth of the store's Timeout): then it is sent in a slot of its own,
+	// beyond batchSlots. When Redis is busy, calls end well within it and
+	// batches form; when every call is slow for another reason (a slow
+	// network, a loaded Redis host), waiting for one to end would add a
+	// whole round trip to each batched request and push it towards the
+	// Timeout, so the store pipelines more calls instead.
+	batchMaxWait = 2 * time.Millisecond
 )
 
 // batcher combines one Store's concurrent Evaluate calls.
@@ -86,9 +99,12 @@ type batcher struct {
 	// under mu.
 	slots  int
 	always bool
+	// maxWait bounds a batch's wait for a slot (batchMaxWait, at most an
+	// eighth of the store's Timeout; tests may change it).
+	maxWait time.Duration
 
 	mu       sync.Mutex
-	inflight int      // script calls in flight (slots taken)
+	inflight int      // script calls in flight (slots taken, batchSlots or more)
 	queue    []*batch // batches waiting for a slot, oldest first
 }
 
@@ -103,6 +119,9 @@ type batch struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when every member's result is set
+	// wait sends the batch in a slot of its own once it has waited
+	// batchMaxWait; stopped when it leaves the queue.
+	wait *time.Timer
 }
 
 // member is one Evaluate call waiting in a batch. The sender writes the
@@ -136,7 +155,7 @@ func (s *Store) evaluateCombined(ctx context.Context, c *conn, reqs []ratelimit.
 		return s.evaluateAlone(ctx, c, cl, reqs, out, b)
 	}
 	m := &member{ctx: ctx, cl: cl, n: len(reqs)}
-	bt := b.join(m, s.timeout)
+	bt := b.join(s, m)
 	var start *batch
 	if b.inflight < b.slots { // always, and no call in flight to send it
 		b.inflight++
@@ -196,7 +215,7 @@ func (s *Store) evaluateAlone(ctx context.Context, c *conn, cl call, reqs []rate
 
 // join adds m to the newest waiting batch if it has the same time and
 // room, else to a new batch, and returns the batch. b.mu is held.
-func (b *batcher) join(m *member, timeout time.Duration) *batch {
+func (b *batcher) join(s *Store, m *member) *batch {
 	now := m.cl.args[1]
 	if n := len(b.queue); n > 0 {
 		if bt := b.queue[n-1]; bt.now == now && bt.limits+m.n <= batchMaxLimits {
@@ -207,9 +226,24 @@ func (b *batcher) join(m *member, timeout time.Duration) *batch {
 	}
 	bt := &batch{now: now, members: make([]*member, 1, 16), limits: m.n, done: make(chan struct{})}
 	bt.members[0] = m
-	bt.ctx, bt.cancel = context.WithTimeout(context.Background(), timeout)
+	bt.ctx, bt.cancel = context.WithTimeout(context.Background(), s.timeout)
+	bt.wait = time.AfterFunc(b.maxWait, func() { b.expedite(s, bt) })
 	b.queue = append(b.queue, bt)
 	return bt
+}
+
+// expedite sends bt in a slot of its own if it is still waiting for one.
+func (b *batcher) expedite(s *Store, bt *batch) {
+	b.mu.Lock()
+	i := slices.Index(b.queue, bt)
+	if i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+		b.inflight++
+	}
+	b.mu.Unlock()
+	if i >= 0 {
+		b.sendLoop(s, bt) // already on the timer's goroutine
+	}
 }
 
 // release is called when a script call ends: the slot goes to the oldest
@@ -236,6 +270,7 @@ func (b *batcher) next() *batch {
 	if len(b.queue) == 0 {
 		b.queue = b.queue[:0:0] // let the drained array go
 	}
+	bt.wait.Stop()
 	return bt
 }
 

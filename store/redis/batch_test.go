@@ -394,6 +394,7 @@ func TestBatchTimeoutNoResend(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Timeout: 300 * time.Millisecond})
 	setBatching(s, 1, false)
+	s.batcher().maxWait = time.Hour // the batch waits for the slot (see TestBatchWaitBounded)
 	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 10, Window: ratelimit.MaxWindow})
 	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: p})
 	before := scriptCalls(t, srv)
@@ -453,4 +454,60 @@ func TestBatchTimeoutNoResend(t *testing.T) {
 		}
 	}
 	t.Logf("script calls run after the stop: %d; remaining: lone call %d, batch %d", runs, rem[0], rem[1])
+}
+
+// TestBatchWaitBounded: a batch waits for a free slot at most maxWait, then
+// goes in a call of its own, so a slow call in flight (here: slots that
+// never come free) adds at most maxWait to the requests queued behind it
+// instead of a round trip or their whole Timeout.
+func TestBatchWaitBounded(t *testing.T) {
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
+	if want := batchMaxWait; s.batcher().maxWait != want {
+		t.Fatalf("maxWait = %v, want %v", s.batcher().maxWait, want)
+	}
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 10, Window: ratelimit.MaxWindow})
+	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: p}) // connected
+	b := s.batcher()
+	b.mu.Lock()
+	b.inflight += b.slots // every slot taken by calls that never end
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inflight -= b.slots
+		b.mu.Unlock()
+	}()
+	before := scriptCalls(t, srv)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	elapsed := make([]time.Duration, n)
+	for i := range n {
+		wg.Go(func() {
+			start := time.Now()
+			out := make([]ratelimit.Decision, 1)
+			_, errs[i] = s.Evaluate(context.Background(), []ratelimit.Request{{Key: fmt.Sprint("k", i), Policy: p}}, out)
+			elapsed[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	if calls := scriptCalls(t, srv) - before; calls < 1 || calls > n {
+		t.Errorf("%d script calls for %d requests, want 1..%d", calls, n, n)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("request %d: %v, want decided once its batch stopped waiting", i, errs[i])
+		}
+		if elapsed[i] > time.Second {
+			t.Errorf("request %d took %v: its batch waited for a slot towards the 2s timeout", i, elapsed[i])
+		}
+		if rem := peek(t, s, ratelimit.Request{Key: fmt.Sprint("k", i), Policy: p})[0].Remaining; rem != 9 {
+			t.Errorf("key %d: remaining %d, want 9 (counted once)", i, rem)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inflight != b.slots || len(b.queue) != 0 {
+		t.Errorf("after the expedited batches: %d calls in flight, %d batches waiting; want %d (the held slots) and 0", b.inflight, len(b.queue), b.slots)
+	}
 }

@@ -240,7 +240,6 @@ func newStore(opts Options) (*Store, error) {
 		errs = append(errs, fmt.Errorf("redis store: "+format, args...))
 	}
 	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode}
-	s.batch.slots = batchSlots
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -253,6 +252,7 @@ func newStore(opts Options) (*Store, error) {
 	if s.timeout < 0 {
 		bad("timeout must not be negative, got %v", opts.Timeout)
 	}
+	s.batch.slots, s.batch.maxWait = batchSlots, min(batchMaxWait, s.timeout/8)
 	if opts.DialTimeout < 0 {
 		bad("dial timeout must not be negative, got %v", opts.DialTimeout)
 	}
