@@ -148,6 +148,14 @@ func analyze(sc Scenario, o Options, l int, res *result) *Report {
 			r.GoroutinesMax = max(r.GoroutinesMax, s.m.Sum("go_goroutines"))
 		}
 	}
+	// A fault that outlasts the run (a resharding slower than the fault
+	// phase on a busy box) leaves no second after it to measure; if the
+	// background keys never left Redis, there was nothing to come back from.
+	if r.Back < 0 && r.BackRef+time.Second > res.total && r.BgFallback <= 0.01*r.BgRequests {
+		r.Back = 0
+		r.Note("the fault ended at t=%.2fs, %.2fs before the run's end: back on Redis not measurable; the background keys never left Redis (%.0f of %.0f decisions off Redis)",
+			r.BackRef.Seconds(), (res.total - r.BackRef).Seconds(), r.BgFallback, r.BgRequests)
+	}
 	// Status codes.
 	backAbs := r.BackRef + r.Back
 	if r.Back < 0 {
