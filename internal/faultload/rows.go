@@ -508,3 +508,57 @@ func noReplicas(_ context.Context, e *Env) error {
 	})
 	return nil
 }
+
+// oneSeed is D1: a 3-master cluster of which the gateway is told one node
+// only. It must learn the slot map from that seed, follow MOVED to the
+// other masters from the first requests on, and never send a script whose
+// keys span slots. There is no fault: the "fault" phase is where the run
+// is measured; errors are counted from one second into the run.
+func oneSeed(_ context.Context, e *Env) error {
+	cl, err := redistest.StartCluster(redistest.ClusterOptions{Masters: 3, Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	e.Cleanup(func() { cl.Close() })
+	e.Redis(fmt.Sprintf("{mode: cluster, addrs: [%q]}", cl.Masters[0].Addr()))
+	e.Inject(e.Before, "measure (one seed, cluster healthy)", noop)
+	e.Recover(e.Before+e.Fault, "measure ends", noop)
+	e.Check(func(r *Report) {
+		from, to := time.Second, r.FaultEnd
+		fb, share := r.bgShareBetween(from, to)
+		other, conn, script := r.errorsBetween("other", from, to), r.errorsBetween("connection", from, to), r.errorsBetween("script", from, to)
+		// Script calls per master (INFO commandstats): a store stuck on its
+		// seed would leave the other masters without any. (Key counts say
+		// little here: most background keys expire within milliseconds.)
+		var crossslot int64
+		perMaster := make([]int64, len(cl.Masters))
+		for i, m := range cl.Masters {
+			n, err := errorStat(m, "CROSSSLOT")
+			if err != nil {
+				r.Fail("INFO errorstats: %v", err)
+				return
+			}
+			crossslot += n
+			c, err := commandStats(m, "evalsha")
+			if err != nil {
+				r.Fail("INFO commandstats: %v", err)
+				return
+			}
+			perMaster[i] = c[0]
+		}
+		r.Note("D1 seeded with %s only: from t=%.1fs, %.0f background decisions without Redis (%.2f%%), store errors other %.0f, connection %.0f, script %.0f, timeouts %.0f; CROSSSLOT replies %d; script calls per master %v",
+			cl.Masters[0].Addr(), from.Seconds(), fb, 100*share, other, conn, script, r.errorsBetween("timeout", from, to), crossslot, perMaster)
+		if other+conn+script > 0 {
+			r.Fail("%.0f store errors (other %.0f, connection %.0f, script %.0f) after the first second with one seed, want 0", other+conn+script, other, conn, script)
+		}
+		if crossslot > 0 {
+			r.Fail("%d CROSSSLOT replies, want 0", crossslot)
+		}
+		for i, n := range perMaster {
+			if n == 0 {
+				r.Fail("master %d ran no script: the gateway did not route beyond its seed", i)
+			}
+		}
+	})
+	return nil
+}
