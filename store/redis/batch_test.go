@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,63 +91,18 @@ func TestBatchConformance(t *testing.T) {
 // goroutines on one key admit exactly the capacity, for every algorithm,
 // and each admission sees its own remaining. And batches did form.
 func TestBatchConcurrentExact(t *testing.T) {
-	const (
-		clients    = 4
-		goroutines = 64
-		perG       = 3
-		capacity   = 100
-	)
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	prefix := testPrefix()
-	stores := make([]*Store, clients)
+	stores := make([]*Store, concClients)
 	for i := range stores {
 		stores[i] = mustNew(t, Options{Addrs: []string{srv.Addr()}, Prefix: prefix, Timeout: 10 * time.Second})
 		setBatching(stores[i], 1, false)
 	}
 	calls := scriptCalls(t, srv)
 	decisions := 0
-	for _, p := range noRefillPolicies(capacity) {
+	for _, p := range noRefillPolicies(concCapacity) {
 		t.Run(p.Name(), func(t *testing.T) {
-			key := "hot-" + p.Name()
-			var admitted atomic.Int64
-			var seen [capacity]atomic.Int32
-			var wg sync.WaitGroup
-			errs := make(chan error, clients*goroutines)
-			for _, s := range stores {
-				for range goroutines {
-					wg.Go(func() {
-						out := make([]ratelimit.Decision, 1)
-						req := []ratelimit.Request{{Key: key, Policy: p}}
-						for range perG {
-							ok, err := s.Evaluate(context.Background(), req, out)
-							if err != nil {
-								errs <- err
-								return
-							}
-							if ok {
-								admitted.Add(1)
-								if r := out[0].Remaining; r >= 0 && r < capacity {
-									seen[r].Add(1)
-								}
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			decisions += clients * goroutines * perG
-			if got := admitted.Load(); got != capacity {
-				t.Errorf("%d clients × %d goroutines × %d requests admitted %d, want exactly %d", clients, goroutines, perG, got, capacity)
-			}
-			for r := range seen {
-				if n := seen[r].Load(); n != 1 {
-					t.Errorf("remaining %d reported by %d admissions, want 1", r, n)
-				}
-			}
+			decisions += hammerOneKey(t, stores, p, "hot-"+p.Name())
 		})
 	}
 	n := scriptCalls(t, srv) - calls
