@@ -37,17 +37,6 @@ func (s *Store) storedState(key string) ratelimit.State {
 	return sh.t.rawState(i)
 }
 
-// rawState returns slot i's state as stored.
-func (t *table) rawState(i int) ratelimit.State {
-	s := &t.slots[i]
-	st := ratelimit.State{Set: s.set, N: s.n, T: s.t}
-	if s.cold != 0 {
-		c := &t.cold[s.cold-1]
-		st.Prev, st.Log = c.prev, c.log
-	}
-	return st
-}
-
 // checkTable fails t unless tb holds exactly the keys of want, each with its
 // hash, state and expiry, and its structure is sound: every key lies on its
 // probe run (no empty slot between its home slot and its slot), the load is
