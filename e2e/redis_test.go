@@ -196,3 +196,50 @@ routes:
 		})
 	}
 }
+
+// TestRedisReadyNeedsWrites (RELIABILITY C5): a Redis that answers PING but
+// refuses writes (a master short of min-replicas-to-write) fails every
+// decision, so under on_error deny the instance is not ready, even before
+// any request has tripped the breaker; once Redis takes writes again it is
+// ready and serves.
+func TestRedisReadyNeedsWrites(t *testing.T) {
+	t.Parallel()
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	up := newUpstream(t)
+	p := start(t, `store: {type: redis, on_error: deny, timeout: 200ms, redis: {addrs: ["`+srv.Addr()+`"]}}`+header+`
+policies:
+  ten: {algorithm: token_bucket, capacity: 10, rate: 1}
+routes:
+  - id: api
+    match: {path: /api}
+    upstream: `+up.URL+`
+    limits: [{policy: ten, key: header:X-User-Id}]
+`)
+	if r := get(t, p.admin+"/readyz"); r.code != 200 {
+		t.Fatalf("/readyz on a writable Redis = %d %s, want 200", r.code, r.body)
+	}
+	if _, err := srv.Do("CONFIG", "SET", "min-replicas-max-lag", 10, "min-replicas-to-write", 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, p.admin+"/readyz"); r.code != 503 {
+		t.Errorf("/readyz while Redis refuses writes = %d, want 503 (PING still answers)", r.code)
+	}
+	if r := get(t, p.base+"/api", "X-User-Id", "u"); r.code != 503 {
+		t.Errorf("request while Redis refuses writes, on_error deny: %d %s, want 503", r.code, r.body)
+	}
+	if _, err := srv.Do("CONFIG", "SET", "min-replicas-to-write", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The breaker opened on the refusals: it lets a probe through once its
+	// open interval has passed.
+	deadline := time.Now().Add(15 * time.Second)
+	for get(t, p.admin+"/readyz").code != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz not 200 within 15s of Redis taking writes again")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the gateway, bounded
+	}
+	if r := get(t, p.base+"/api", "X-User-Id", "u"); r.code != 200 {
+		t.Errorf("request once ready: %d %s, want 200", r.code, r.body)
+	}
+}

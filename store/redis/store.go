@@ -113,8 +113,9 @@ type Store struct {
 	copt    rueidis.ClientOption
 	owned   bool // the Store built the client and closes it
 
-	cur   atomic.Pointer[conn]
-	batch batcher // combines concurrent Evaluate calls (batch.go)
+	cur      atomic.Pointer[conn]
+	batch    batcher     // combines concurrent Evaluate calls (batch.go)
+	pingOnly atomic.Bool // Redis read no script flags: Ping sends PING (see writeProbe)
 
 	mu      sync.Mutex
 	closed  bool
@@ -375,8 +376,19 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping checks that Redis answers, setting up the client if needed. It is
-// bounded by the store's Timeout.
+// writeProbe is the script Ping runs. It writes nothing, but its shebang,
+// without the no-writes flag, makes Redis (7 and later) check before running
+// it that the server would take a write: a replica answers READONLY, a
+// master short of min-replicas-to-write NOREPLICAS, one over maxmemory with
+// noeviction OOM. PING answers in all three cases, while every decision
+// fails.
+const writeProbe = "#!lua\nreturn 1"
+
+// Ping checks that Redis answers and would accept the writes a decision
+// makes, setting up the client if needed. It is bounded by the store's
+// Timeout. A server that cannot take writes now gives an error that wraps
+// [ErrUnavailable]. Against a Redis older than 7, which reads no script
+// flags, Ping falls back to PING for good.
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -384,10 +396,27 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !s.pingOnly.Load() {
+		err := c.c.Do(ctx, c.c.B().Eval().Script(writeProbe).Numkeys(0).Build()).Error()
+		if !isCompileError(err) {
+			if err != nil {
+				return wrap("ping", err)
+			}
+			return nil
+		}
+		s.pingOnly.Store(true)
+	}
 	if err := c.c.Do(ctx, c.c.B().Ping().Build()).Error(); err != nil {
 		return wrap("ping", err)
 	}
 	return nil
+}
+
+// isCompileError reports whether err is Redis failing to compile a script:
+// what a Redis older than 7 answers to writeProbe's shebang.
+func isCompileError(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.Contains(re.Error(), "Error compiling script")
 }
 
 // now returns the time argument of the scripts: "" (Redis TIME) or the
