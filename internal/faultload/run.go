@@ -85,6 +85,9 @@ type Scenario struct {
 	// Options.Fault (C2: the sentinels demote the old master seconds after
 	// the switch, and that must happen under load).
 	MinFault time.Duration
+	// BgKeys is the number of distinct keys the background route spreads
+	// its requests over; zero means 1,000 (D1: 10^4, as the plan says).
+	BgKeys int
 	// Setup starts the Redis side, names it with Env.Redis and schedules the
 	// fault with Env.Inject and Env.Recover.
 	Setup func(ctx context.Context, e *Env) error
@@ -205,7 +208,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("faultload: %s warm-up: %w\n%s", sc.ID, err, gw.Logs())
 	}
 	opts.Logf("%s: load %d req/s for %v, fault at %v for %v", sc.ID, opts.Rate, opts.Before+opts.Fault+opts.After, opts.Before, opts.Fault)
-	res := drive(ctx, c, gw, e.events, opts)
+	res := drive(ctx, c, gw, e.events, opts, cmp.Or(sc.BgKeys, 1000))
 	r := analyze(sc, opts, l, res)
 	r.GatewayPID = gw.PID()
 	for _, fn := range e.checks {
@@ -376,7 +379,8 @@ type result struct {
 }
 
 // drive offers the load, runs the events and scrapes /metrics every 100 ms.
-func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o Options) *result {
+// The background route's requests cycle over bgKeys keys.
+func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o Options, bgKeys int) *result {
 	total := o.Before + o.Fault + o.After
 	n := int(int64(total) * int64(o.Rate) / int64(time.Second))
 	interval := time.Second / time.Duration(o.Rate)
@@ -432,7 +436,9 @@ func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o 
 			path, key := "/acct", "acct"
 			switch route {
 			case routeBg:
-				path, key = "/bg", fmt.Sprintf("bg-%d", (i*7919)%1000)
+				// 7919 is a prime that divides no key count in use, so no
+				// background key repeats within bgKeys requests.
+				path, key = "/bg", fmt.Sprintf("bg-%d", (i*7919)%bgKeys)
 			case routeFree:
 				path, key = "/free", "free"
 			}
