@@ -119,8 +119,15 @@ func start(t *testing.T, yaml string) *proc {
 
 func startFile(t *testing.T, path string) *proc {
 	t.Helper()
+	return startArgs(t, path, "serve", "--config", path)
+}
+
+// startArgs runs sluice with args, which name the config file path, and
+// waits as start does.
+func startArgs(t *testing.T, path string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, config: path, logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, "serve", "--config", path)
+	p.cmd = exec.Command(binary, args...)
 	pr, pw := io.Pipe()
 	p.cmd.Stderr = io.MultiWriter(p.logs, pw)
 	p.cmd.Stdout = p.logs
