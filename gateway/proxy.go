@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -95,6 +96,13 @@ func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metr
 				return
 			}
 			if berr := requestBodyError(r.Context()); berr != nil {
+				if errors.Is(berr, os.ErrDeadlineExceeded) && context.Cause(r.Context()) == errUpstreamTimeout {
+					// The route's timeout passed while the client was still
+					// sending its body, and ServeHTTP ended the read.
+					log.Debug("request body too slow", "route", c.route, "status", http.StatusRequestTimeout)
+					httplimit.WriteProblem(w, http.StatusRequestTimeout, "The request body did not arrive within the route's timeout.")
+					return
+				}
 				// The client's body broke off or was malformed while being
 				// streamed (the transport aborted the upstream request): the
 				// client's fault, not the upstream's. Debug, not Warn: any
@@ -120,7 +128,8 @@ type upstreamStartKey struct{}
 
 // ServeHTTP forwards r, bounding the wait for the upstream's response headers
 // by the route's timeout. The body then streams without that bound. A
-// request body that cannot be read while it is forwarded is answered 400.
+// request body that cannot be read while it is forwarded is answered 400,
+// and one still arriving when the timeout passes 408.
 func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), upstreamStartKey{}, time.Now())
 	var body *bodyReader
@@ -132,7 +141,25 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		t := time.AfterFunc(h.timeout, func() { cancel(errUpstreamTimeout) })
+		// Cancelling the upstream request is not enough while the client is
+		// still sending its body: the transport returns only once its write
+		// of the body ends, and that write waits on the client, so a client
+		// that stops sending would hold this request and an upstream
+		// connection for as long as it likes. Ending the read on the client's
+		// connection ends the write. Only while the handler runs: past it the
+		// connection may already carry the client's next request.
+		var mu sync.Mutex
+		running := true
+		defer func() { mu.Lock(); running = false; mu.Unlock() }()
+		rc := http.NewResponseController(w)
+		t := time.AfterFunc(h.timeout, func() {
+			cancel(errUpstreamTimeout)
+			mu.Lock()
+			defer mu.Unlock()
+			if running && body != nil && body.pending() {
+				rc.SetReadDeadline(time.Now())
+			}
+		})
 		defer t.Stop()
 		ctx = context.WithValue(ctx, upstreamTimerKey{}, t)
 	}

@@ -20,21 +20,32 @@ type bodyReaderKey struct{}
 // transport reads in its own goroutine while the ErrorHandler may ask.
 type bodyReader struct {
 	io.ReadCloser
-	mu  sync.Mutex
-	err error // first read error other than io.EOF
+	mu   sync.Mutex
+	err  error // first read error other than io.EOF
+	done bool  // the body was read to its end
 }
 
-// Read reads from the client's body, recording a read error.
+// Read reads from the client's body, recording a read error or the end.
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err != nil {
 		b.mu.Lock()
-		if b.err == nil {
+		if errors.Is(err, io.EOF) {
+			b.done = true
+		} else if b.err == nil {
 			b.err = err
 		}
 		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// pending reports whether the body has neither been read to its end nor
+// failed: the client may still be sending it.
+func (b *bodyReader) pending() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.done && b.err == nil
 }
 
 // Err returns the first error reading the body, or nil.

@@ -172,3 +172,82 @@ func rawRequest(t *testing.T, addr, payload string) *http.Response {
 	}
 	return resp
 }
+
+// TestStalledRequestBodyIs408: a client that sends part of its body and
+// then nothing is answered 408 once the route's timeout passes, and the
+// upstream request is released, instead of both waiting for as long as the
+// client likes (the transport only returns once its write of the body
+// ends). A slow upstream that has the whole body is still a 504, and the
+// connection of a request answered in time serves the next request.
+func TestStalledRequestBodyIs408(t *testing.T) {
+	up := newBodyUpstream(t)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	api, slowRoute := upstreamRoute("api", "/api", up.URL), upstreamRoute("slow", "/slow", slow.URL)
+	api.Timeout, slowRoute.Timeout = 300*time.Millisecond, 300*time.Millisecond
+	g := newTestGateway(t, testConfig(api, slowRoute))
+	srv := NewServer(g, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Bounded: a request stuck on its body would hold Shutdown forever.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+
+	start := time.Now()
+	resp := rawRequest(t, srv.Addr().String(), "POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+	problemBody(t, resp, http.StatusRequestTimeout)
+	resp.Body.Close()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the 408 took %v, want about the route's 300ms timeout", took)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for up.aborted.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream request was not released: %d aborted, %d whole", up.aborted.Load(), up.whole.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // waiting for the upstream handler to see the abort, bounded
+	}
+
+	// The whole body, then a slow upstream: 504, as before.
+	resp = rawRequest(t, srv.Addr().String(), "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+	problemBody(t, resp, http.StatusGatewayTimeout)
+	resp.Body.Close()
+
+	// A request answered in time keeps its connection for the next one.
+	c, err := net.DialTimeout("tcp", srv.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for i := range 2 {
+		if _, err := io.WriteString(c, "POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on one connection: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d on one connection: %d, want 200", i+1, resp.StatusCode)
+		}
+		if i == 0 {
+			time.Sleep(400 * time.Millisecond) // past the route's timeout: its timer must not touch the connection
+		}
+	}
+}
