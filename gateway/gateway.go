@@ -315,6 +315,10 @@ func (g *Gateway) serve(rec *statusRecorder, r *http.Request) string {
 			fmt.Sprintf("The request line and headers exceed %d bytes.", g.maxHeaderBytes))
 		return ""
 	}
+	if err := checkQuery(r.URL.RawQuery); err != nil {
+		httplimit.WriteProblem(rec, http.StatusBadRequest, "The query string cannot be parsed: "+err.Error()+".")
+		return ""
+	}
 	for _, rt := range g.routes {
 		if rt.match.match(r) {
 			rt.handler.ServeHTTP(rec, r)
