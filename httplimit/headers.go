@@ -137,7 +137,11 @@ func untilMore(p *ratelimit.Policy, d ratelimit.Decision, cost int64) time.Durat
 		// intervals earlier.
 		n, iv := p.Max()-1, p.IntervalMicros()
 		if n > 0 && iv > (1<<53)/n {
-			return 0 // beyond any Reset, which saturates at 2^53µs
+			// Reset saturates at 2^53µs, so it cannot say when the first
+			// unit comes: within one interval, the bound given instead
+			// (never 0, which would tell a client with nothing left to
+			// go ahead).
+			return time.Duration(min(iv, 1<<53)) * time.Microsecond
 		}
 		return max(0, d.Reset-time.Duration(n*iv)*time.Microsecond)
 	case ratelimit.FixedWindow:

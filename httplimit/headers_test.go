@@ -3,6 +3,7 @@ package httplimit
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,28 @@ func TestUntilMore(t *testing.T) {
 
 func second[A, B any](_ A, b B) B { return b }
 
+// TestUntilMoreSaturated: a bucket so large that its Reset saturates at
+// 2^53µs (capacity 10^12 at 0.001/s refills fully in 3·10^7 years) still
+// says how long until one more unit, at most one interval, and never 0
+// with nothing left. (An audit found t=0 next to r=0.)
+func TestUntilMoreSaturated(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.LeakyBucket} {
+		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: alg, Capacity: 1_000_000_000_000, Rate: 0.001})
+		now := t0.UnixMicro()
+		s, d := ratelimit.StepAt(p, ratelimit.State{}, now, p.Max())
+		if !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("%s: taking the whole capacity: %+v", alg, d)
+		}
+		u := untilMore(p, d, p.Max())
+		if u <= 0 || u > time.Duration(p.IntervalMicros())*time.Microsecond {
+			t.Errorf("%s: t = %v with nothing left, want within one interval (%dµs) and above 0", alg, u, p.IntervalMicros())
+		}
+		if _, at := ratelimit.StepAt(p, s, now+u.Microseconds(), 1); !at.Allowed {
+			t.Errorf("%s: one unit still denied %v later", alg, u)
+		}
+	}
+}
+
 func TestAppendSFString(t *testing.T) {
 	for in, want := range map[string]string{
 		"per-user":  `"per-user"`,
@@ -72,6 +95,34 @@ func TestAppendSFString(t *testing.T) {
 	} {
 		if got := string(appendSFString(nil, in)); got != want {
 			t.Errorf("appendSFString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestResetOnWholeSecond: on the system clock, a fixed window whose W is a
+// whole number of seconds ends on a whole second, and X-RateLimit-Reset is
+// that second: the window [Reset−W, Reset) holds the decision. Reading the
+// clock after the store call made it one second late every time.
+func TestResetOnWholeSecond(t *testing.T) {
+	store := newTestStore(t, nil)
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "w", Algorithm: ratelimit.FixedWindow, Limit: 1000, Window: 2 * time.Second})
+	m, err := New(Options{Route: "api", Store: store, Limits: []Limit{{Policy: p, Key: mustKey(t, "const:all")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 20 {
+		before := time.Now()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api", nil))
+		after := time.Now()
+		reset, err := strconv.ParseInt(w.Header().Get("X-RateLimit-Reset"), 10, 64)
+		if err != nil || w.Code != 200 {
+			t.Fatalf("request %d: %d, X-RateLimit-Reset %q", i, w.Code, w.Header().Get("X-RateLimit-Reset"))
+		}
+		if reset%2 != 0 || reset-2 > after.Unix() || reset <= before.Unix() {
+			t.Fatalf("request %d between %v and %v: X-RateLimit-Reset %d, want the end of the 2s window holding the decision",
+				i, before.UTC().Format(time.RFC3339Nano), after.UTC().Format(time.RFC3339Nano), reset)
 		}
 	}
 }

@@ -276,6 +276,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, sc *scratch) 
 		m.emit(r, &sc.ev)
 		return true
 	}
+	// The time the decision's Reset counts from is the store's, taken during
+	// the call in whole microseconds: the clock read just before it, cut to
+	// the microsecond, is the closest one at hand that is not later. Read
+	// after the call instead, it made every window that ends on a whole
+	// second (fixed_window, W a whole number of seconds) report
+	// X-RateLimit-Reset one second late.
+	before := m.clock.Now().Truncate(time.Microsecond)
 	admitted, err := m.store.Evaluate(r.Context(), sc.reqs, sc.out)
 	if err != nil {
 		sc.ev.Outcome, sc.ev.Err = OutcomeStoreError, err
@@ -283,7 +290,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, sc *scratch) 
 		return m.onStoreError(w, r, err)
 	}
 	retry, delay := m.collect(sc)
-	sc.buf = setRateLimitHeaders(w.Header(), sc.buf, m.clock.Now(), sc.evals, admitted)
+	sc.buf = setRateLimitHeaders(w.Header(), sc.buf, before, sc.evals, admitted)
 	if !admitted {
 		sc.ev.Outcome = OutcomeLimited
 		m.emit(r, &sc.ev)

@@ -212,7 +212,12 @@ func New(o Options) (*Store, error) {
 	if _, system := o.Clock.(ratelimit.SystemClock); !system {
 		s.clock = o.Clock
 	}
-	s.base = time.Now()
+	// A whole microsecond (Add keeps the monotonic reading), so that the
+	// store's time, baseMicros plus whole microseconds elapsed, is the wall
+	// clock's floored to the microsecond, as a caller reading time.Now()
+	// around a decision sees it.
+	now := time.Now()
+	s.base = now.Add(-time.Duration(now.Nanosecond() % 1000))
 	s.baseMicros = s.base.UnixMicro()
 	go s.sweepEvery(o.SweepInterval)
 	return s, nil
