@@ -52,6 +52,12 @@ func (g *Gateway) adminHandler() http.Handler {
 			httplimit.WriteProblem(w, http.StatusUnauthorized, "A valid admin token is required.")
 			return
 		}
+		// A query that does not parse is 400 for all of /admin/, not only
+		// for the handlers that read it today.
+		if _, err := adminQuery(r); err != nil {
+			g.writeAPIError(w, r, err)
+			return
+		}
 		admin.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -61,11 +67,14 @@ func (g *Gateway) adminHandler() http.Handler {
 }
 
 // authorized reports whether r carries token as a Bearer token or as the
-// password of HTTP Basic auth (SPEC §6), compared in constant time.
+// password of HTTP Basic auth (SPEC §6), compared in constant time. The
+// scheme is case-insensitive (RFC 9110 §11.1): "bearer tok" is accepted,
+// as r.BasicAuth already accepts "basic ...".
 func authorized(r *http.Request, token string) bool {
 	given := ""
-	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		given = auth
+	scheme, rest, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if strings.EqualFold(scheme, "Bearer") {
+		given = strings.TrimLeft(rest, " ") // credentials follow 1*SP
 	} else if _, pw, ok := r.BasicAuth(); ok {
 		given = pw
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ func apiErrorf(status int, format string, args ...any) error {
 
 // adminStoreTimeout bounds one admin call's store work.
 const adminStoreTimeout = 2 * time.Second
+
+// adminBodyMax caps an admin request body, in bytes; a larger one gets 413.
+const adminBodyMax = 64 << 10
 
 // writeAPIError renders err: an *apiError with its status, a store failure
 // as 503.
@@ -65,7 +69,12 @@ func (g *Gateway) adminAPI(mux *http.ServeMux) {
 	mux.HandleFunc("/admin/v1/overrides/{route}/{key}", g.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, g.overrideEndpoint))
 	mux.HandleFunc("/admin/v1/overrides/{route}", g.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, g.overrideEndpoint))
 	mux.HandleFunc("/admin/v1/overrides", g.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
-		writeJSON(w, http.StatusOK, map[string]any{"overrides": g.store.overrides.list()})
+		list := g.store.overrides.list()
+		out := make([]overrideView, len(list))
+		for i, o := range list {
+			out[i] = overrideView{Route: o.Route, Key: o.Key, Policy: o.Policy}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"overrides": out})
 		return nil
 	}))
 	mux.HandleFunc("/admin/v1/stats", g.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
@@ -78,11 +87,52 @@ func (g *Gateway) adminAPI(mux *http.ServeMux) {
 	})
 }
 
+// adminQuery parses r's query string. Unlike r.URL.Query, which drops the
+// pairs it cannot parse (so ?part=%zz&part=b would name the key ["b"]), it
+// fails with a 400 on any malformed pair or a semicolon separator: the
+// admin API acts on nothing it has not fully understood.
+func adminQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, apiErrorf(http.StatusBadRequest, "The query string does not parse: %v.", err)
+	}
+	return q, nil
+}
+
+// adminKey is a key as every admin answer shows it ("key", SPEC §6): a
+// single-part key as a JSON string, a key of several parts as an array of
+// strings, however the call gave it ({key} or ?part=).
+type adminKey []string
+
+// MarshalJSON implements [json.Marshaler].
+func (k adminKey) MarshalJSON() ([]byte, error) {
+	if len(k) == 1 {
+		return json.Marshal(k[0])
+	}
+	return json.Marshal([]string(k))
+}
+
+// UnmarshalJSON implements [json.Unmarshaler]: a string is a one-part key.
+func (k *adminKey) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*k = adminKey{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]string)(k))
+}
+
+// overrideView is one override in the admin API's answers.
+type overrideView struct {
+	Route  string   `json:"route"`
+	Key    adminKey `json:"key"`
+	Policy string   `json:"policy"`
+}
+
 // target is the route and key an admin call names.
 type target struct {
 	route *route
 	parts []string
-	list  bool // the key came as ?part= parameters
 }
 
 // parseTarget reads {route} and either {key} (one part, path-unescaped by
@@ -98,8 +148,12 @@ func (g *Gateway) parseTarget(r *http.Request) (target, error) {
 	if rt == nil {
 		return target{}, apiErrorf(http.StatusNotFound, "No route %q.", id)
 	}
+	q, err := adminQuery(r)
+	if err != nil {
+		return target{}, err
+	}
 	key, hasKey := r.PathValue("key"), r.PathValue("key") != ""
-	parts := r.URL.Query()["part"]
+	parts := q["part"]
 	switch {
 	case hasKey && len(parts) > 0:
 		return target{}, apiErrorf(http.StatusBadRequest, "Give the key either in the path or as ?part= parameters, not both.")
@@ -108,7 +162,7 @@ func (g *Gateway) parseTarget(r *http.Request) (target, error) {
 	case len(parts) == 0:
 		return target{}, apiErrorf(http.StatusBadRequest, "No key: use /admin/v1/.../%s/{key} or, for a list key, ?part=a&part=b.", id)
 	}
-	return target{route: rt, parts: parts, list: true}, nil
+	return target{route: rt, parts: parts}, nil
 }
 
 // limitView is one limit in the answer of GET /admin/v1/limits (SPEC §6).
@@ -124,8 +178,7 @@ type limitView struct {
 
 type limitsView struct {
 	Route  string      `json:"route"`
-	Key    string      `json:"key,omitempty"`   // a single-part key
-	Parts  []string    `json:"parts,omitempty"` // a list key
+	Key    adminKey    `json:"key"`
 	Limits []limitView `json:"limits"`
 }
 
@@ -183,12 +236,7 @@ func (g *Gateway) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	view := limitsView{Route: t.route.id, Limits: []limitView{}}
-	if t.list {
-		view.Parts = t.parts
-	} else {
-		view.Key = t.parts[0]
-	}
+	view := limitsView{Route: t.route.id, Key: t.parts, Limits: []limitView{}}
 	reqs := make([]ratelimit.Request, len(idx))
 	for j, i := range idx {
 		l := &t.route.limits[i]
@@ -241,7 +289,7 @@ func (g *Gateway) overrideEndpoint(w http.ResponseWriter, r *http.Request) error
 		if name == "" {
 			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.id)
 		}
-		writeJSON(w, http.StatusOK, override{Route: t.route.id, Key: t.parts, Policy: name})
+		writeJSON(w, http.StatusOK, overrideView{Route: t.route.id, Key: t.parts, Policy: name})
 		return nil
 	case http.MethodDelete:
 		existed, err := o.remove(ctx, t.route.id, t.parts)
@@ -257,10 +305,8 @@ func (g *Gateway) overrideEndpoint(w http.ResponseWriter, r *http.Request) error
 	var body struct {
 		Policy string `json:"policy"`
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return apiErrorf(http.StatusBadRequest, "The body must be JSON like {\"policy\":\"vip\"}: %v.", err)
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
 	}
 	p := g.cfg.Policy(body.Policy)
 	if p == nil {
@@ -278,7 +324,33 @@ func (g *Gateway) overrideEndpoint(w http.ResponseWriter, r *http.Request) error
 	if err := o.set(ctx, t.route.id, t.parts, p.Name()); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, override{Route: t.route.id, Key: t.parts, Policy: p.Name()})
+	writeJSON(w, http.StatusOK, overrideView{Route: t.route.id, Key: t.parts, Policy: p.Name()})
+	return nil
+}
+
+// decodeBody decodes r's body into v: one JSON object with no unknown
+// fields, then nothing but JSON whitespace, in at most adminBodyMax bytes
+// (413 beyond that, 400 for anything else wrong).
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, adminBodyMax)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// Decode stops after the object; read on to the end, so that
+		// {"policy":"vip"}{"policy":"other"} is not taken as vip.
+		var rest []byte
+		rest, err = io.ReadAll(io.MultiReader(dec.Buffered(), body))
+		if err == nil && strings.TrimLeft(string(rest), " \t\r\n") != "" {
+			return apiErrorf(http.StatusBadRequest, "The body must be one JSON object like {\"policy\":\"vip\"} with nothing after it.")
+		}
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return apiErrorf(http.StatusRequestEntityTooLarge, "The body is larger than the %d KiB limit.", adminBodyMax>>10)
+	}
+	if err != nil {
+		return apiErrorf(http.StatusBadRequest, "The body must be JSON like {\"policy\":\"vip\"}: %v.", err)
+	}
 	return nil
 }
 

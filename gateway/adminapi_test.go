@@ -123,7 +123,7 @@ func TestAdminLimitsPeekAndReset(t *testing.T) {
 	// A key never seen shows its full budget, and GET consumes nothing.
 	for range 3 {
 		v := limitsJSON(t, g, "/admin/v1/limits/api/u1")
-		want := limitsView{Route: "api", Key: "u1", Limits: []limitView{{Policy: "per-user", Algorithm: "token_bucket", Limit: 3, Remaining: 3, Reset: 1764100000}}}
+		want := limitsView{Route: "api", Key: adminKey{"u1"}, Limits: []limitView{{Policy: "per-user", Algorithm: "token_bucket", Limit: 3, Remaining: 3, Reset: 1764100000}}}
 		if diff := cmp.Diff(want, v); diff != "" {
 			t.Fatalf("GET unseen key (-want +got):\n%s", diff)
 		}
@@ -157,11 +157,11 @@ func TestAdminLimitsPeekAndReset(t *testing.T) {
 
 	// Path-escaped keys and list keys.
 	call(t, g, "GET", "/api/x", "", "X-User", "a/b c")
-	if v := limitsJSON(t, g, "/admin/v1/limits/api/a%2Fb%20c"); v.Key != "a/b c" || v.Limits[0].Remaining != 2 {
+	if v := limitsJSON(t, g, "/admin/v1/limits/api/a%2Fb%20c"); !cmp.Equal(v.Key, adminKey{"a/b c"}) || v.Limits[0].Remaining != 2 {
 		t.Errorf("escaped key: %+v", v)
 	}
 	call(t, g, "GET", "/list", "", "X-User", "u1")
-	if v := limitsJSON(t, g, "/admin/v1/limits/list?part=u1&part=/list"); v.Key != "" || len(v.Parts) != 2 || v.Limits[0].Remaining != 2 {
+	if v := limitsJSON(t, g, "/admin/v1/limits/list?part=u1&part=/list"); !cmp.Equal(v.Key, adminKey{"u1", "/list"}) || v.Limits[0].Remaining != 2 {
 		t.Errorf("list key: %+v", v)
 	}
 
@@ -197,7 +197,7 @@ func TestAdminOverrides(t *testing.T) {
 		}
 	}
 	code, body, _ := call(t, g.admin, "PUT", "/admin/v1/overrides/api/u1", `{"policy":"vip"}`, bearer...)
-	if code != 200 || body != `{"route":"api","key":["u1"],"policy":"vip"}`+"\n" {
+	if code != 200 || body != `{"route":"api","key":"u1","policy":"vip"}`+"\n" {
 		t.Fatalf("PUT vip = %d %s", code, body)
 	}
 	// The override has its own budget (state is per policy).
@@ -207,7 +207,7 @@ func TestAdminOverrides(t *testing.T) {
 	if v := limitsJSON(t, g, "/admin/v1/limits/api/u1"); v.Limits[0].Policy != "vip" || v.Limits[0].Remaining != 99 {
 		t.Errorf("GET limits under the override = %+v", v.Limits[0])
 	}
-	if code, body, _ := call(t, g.admin, "GET", "/admin/v1/overrides", "", bearer...); code != 200 || !strings.Contains(body, `{"route":"api","key":["u1"],"policy":"vip"}`) {
+	if code, body, _ := call(t, g.admin, "GET", "/admin/v1/overrides", "", bearer...); code != 200 || !strings.Contains(body, `{"route":"api","key":"u1","policy":"vip"}`) {
 		t.Errorf("GET overrides = %d %s", code, body)
 	}
 	// List keys get overrides through ?part=.
