@@ -91,6 +91,10 @@ func MainEnv(args []string, stdout, stderr io.Writer, lookup func(string) (strin
 		return ExitOK
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if err := explicitZero(fs, o.set); err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, usage)
+		return ExitUsage
+	}
 	sim, err := o.simulation(lookup)
 	if err != nil {
 		var u usageError
@@ -106,6 +110,34 @@ func MainEnv(args []string, stdout, stderr io.Writer, lookup func(string) (strin
 		return ExitError
 	}
 	return ExitOK
+}
+
+// positiveFlags are the flags whose zero value stands for "not given" (a
+// default, or a value derived from other flags): written as zero, they are
+// refused rather than silently replaced.
+var positiveFlags = []string{"duration", "step", "cost", "count", "limit", "capacity", "burst",
+	"window", "measure", "period", "on", "off", "max-delay"}
+
+// explicitZero returns an error for the first flag of positiveFlags given
+// (set) with the value zero.
+func explicitZero(fs *flag.FlagSet, set map[string]bool) error {
+	for _, name := range positiveFlags {
+		f := fs.Lookup(name)
+		if f == nil || !set[name] {
+			continue
+		}
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case time.Duration:
+			if v == 0 {
+				return usageError{fmt.Sprintf("--%s must be positive, got 0s", name)}
+			}
+		case int64:
+			if v == 0 {
+				return usageError{fmt.Sprintf("--%s must be positive, got 0", name)}
+			}
+		}
+	}
+	return nil
 }
 
 // usageError is a problem with the flags themselves.

@@ -80,6 +80,12 @@ func TestMainExitCodes(t *testing.T) {
 		{"missing trace", []string{"--compare", "--pattern", "trace", "--trace", "testdata/nope.csv"}, ExitError, "nope.csv"},
 		{"cost above limit", []string{"--compare", "--limit", "2", "--cost", "3"}, ExitError, "cost 3 outside 1..2"},
 		{"unknown config policy", []string{"--config", "testdata/sluice.yaml", "--policy", "nope"}, ExitError, `no policy "nope" (defined: per-user, shaped, exact)`},
+		{"zero duration", []string{"--compare", "--duration", "0s"}, ExitUsage, "--duration must be positive, got 0s"},
+		{"zero step", []string{"--compare", "--step", "0s"}, ExitUsage, "--step must be positive"},
+		{"zero cost", []string{"--compare", "--cost", "0"}, ExitUsage, "--cost must be positive, got 0"},
+		{"zero limit", []string{"--compare", "--limit", "0"}, ExitUsage, "--limit must be positive"},
+		{"too many requests", []string{"--compare", "--duration", "10000h"}, ExitError, "is 360000000 requests, more than the 20000000"},
+		{"field twice", []string{"--policy", "token_bucket:capacity=10,rate=1,capacity=20"}, ExitError, "capacity given twice"},
 		{"ok", []string{"--compare", "--duration", "1s"}, ExitOK, ""},
 	}
 	for _, tt := range tests {

@@ -129,8 +129,11 @@ func (p Pattern) Events() ([]Event, error) {
 
 // rated generates the arrivals of the patterns that have a rate.
 func (p Pattern) rated() ([]int64, error) {
-	if !(p.RPS > 0) || math.IsInf(p.RPS, 0) || p.RPS*p.Duration.Seconds() > maxEvents {
-		return nil, fmt.Errorf("rps must be positive and give at most %d requests, got %v", maxEvents, p.RPS)
+	if !(p.RPS > 0) || math.IsInf(p.RPS, 0) {
+		return nil, fmt.Errorf("rps must be a positive number, got %v", p.RPS)
+	}
+	if n := p.RPS * p.Duration.Seconds(); n > maxEvents {
+		return nil, fmt.Errorf("%v requests a second for %v is %.0f requests, more than the %d a run may have: shorten the duration or lower the rate", p.RPS, p.Duration, n, maxEvents)
 	}
 	d := p.Duration.Microseconds()
 	switch p.Kind {

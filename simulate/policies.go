@@ -22,7 +22,14 @@ func ParsePolicy(s string) (Spec, error) {
 	c := ratelimit.PolicyConfig{Algorithm: ratelimit.Algorithm(strings.TrimSpace(alg))}
 	var errs []error
 	if strings.TrimSpace(fields) != "" {
+		seen := map[string]bool{}
 		for _, f := range strings.Split(fields, ",") {
+			k, _, _ := strings.Cut(f, "=")
+			if k = strings.TrimSpace(k); seen[k] {
+				errs = append(errs, fmt.Errorf("%s given twice", k))
+				continue
+			}
+			seen[k] = true
 			if err := setField(&c, f); err != nil {
 				errs = append(errs, err)
 			}

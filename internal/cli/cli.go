@@ -74,6 +74,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	case "simulate":
 		return simulate.MainEnv(args, env.Stdout, env.Stderr, env.LookupEnv)
 	case "version":
+		if len(args) > 0 {
+			fmt.Fprintf(env.Stderr, "sluice version: unexpected argument %q\n%s", args[0], usage)
+			return exitUsage
+		}
 		fmt.Fprintln(env.Stdout, versionLine())
 		return exitOK
 	case "help":

@@ -53,6 +53,9 @@ func TestVersionAndUsage(t *testing.T) {
 	if _, _, code := run("check", "--config", "a.yaml", "extra"); code != exitUsage {
 		t.Errorf("check with an extra argument: exit %d, want 2", code)
 	}
+	if out, errOut, code := run("version", "extra"); code != exitUsage || out != "" || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("version with an extra argument: exit %d, stdout %q, stderr %q; want 2 naming it", code, out, errOut)
+	}
 }
 
 const helloConfig = `
