@@ -217,7 +217,8 @@ type PolicySpec struct {
 	// upstream sees an even rate).
 	Mode ratelimit.Mode `yaml:"mode"`
 	// MaxDelay bounds how long shape mode holds a request; a longer wait is a
-	// denial. Default 0: bounded only by the capacity.
+	// denial. A duration > 0; left out, the wait is bounded only by the
+	// capacity.
 	MaxDelay time.Duration `yaml:"max_delay"`
 }
 
@@ -277,6 +278,8 @@ type Match struct {
 	// Path is an exact path ("/hello") or a glob where "*" is exactly one
 	// segment and "**", only as the last segment, any rest: "/api/**"
 	// matches /api, /api/ and everything below. Required; starts with "/".
+	// It is compared with the decoded request path, and has no "." or ".."
+	// segment, since a request path with one matches no route.
 	Path string `yaml:"path"`
 	// Methods are the accepted methods, uppercase (GET, HEAD, POST, PUT,
 	// PATCH, DELETE, OPTIONS, CONNECT, TRACE). Empty means any.
@@ -290,11 +293,13 @@ type Match struct {
 
 // Respond is a fixed answer given by the gateway itself.
 type Respond struct {
-	// Status is the HTTP status, 100 to 599. Default 200.
+	// Status is the HTTP status, 200 to 599. Default 200.
 	Status int `yaml:"status"`
-	// Body is the response body, sent as is.
+	// Body is the response body, sent as is. It must be empty with status
+	// 204 or 304, which have no body.
 	Body string `yaml:"body"`
-	// Headers are response headers to set. Default none.
+	// Headers are response headers to set. Default none. Values may not
+	// contain control characters other than tab (no CR or LF).
 	Headers map[string]string `yaml:"headers"`
 }
 

@@ -474,7 +474,7 @@ func TestValidateGoConfig(t *testing.T) {
 		`routes[0].limits[0].cost: cost 6 is above the burst 5 of policy "p", so no request could ever be admitted`,
 		`routes[1].id: duplicate route id "a" (first used by routes[0])`,
 		`routes[1].match.path: path "x" must start with /`,
-		`routes[1].respond.status: must be an HTTP status from 100 to 599, got 99`,
+		`routes[1].respond.status: must be an HTTP status from 200 to 599, got 99`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Validate errors (-want +got):\n%s", diff)

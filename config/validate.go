@@ -139,7 +139,7 @@ func (v *validator) explicitZeros(c *Config) {
 		p := fmt.Sprintf("routes[%d]", i)
 		positive(p+".timeout", r.Timeout)
 		if r.Respond != nil {
-			zero(p+".respond.status", r.Respond.Status == 0, "must be an HTTP status from 100 to 599, got 0")
+			zero(p+".respond.status", r.Respond.Status == 0, "must be an HTTP status from 200 to 599, got 0")
 		}
 		for j, l := range r.Limits {
 			lp := fmt.Sprintf("%s.limits[%d]", p, j)
@@ -450,13 +450,18 @@ func (pc *policyCheck) mode() {
 	default:
 		pc.fail("mode", "unknown mode %q (allowed: police, shape)", s.Mode)
 	}
-	switch d := s.MaxDelay; {
+	// Left out, max_delay is zero: the wait is bounded only by the
+	// capacity. Written as 0 it would mean the same, the opposite of how it
+	// reads, so like every duration in SPEC §2.1 it must be > 0.
+	switch d, given := s.MaxDelay, pc.given("max_delay", s.MaxDelay == 0); {
 	case d < 0:
 		pc.fail("max_delay", "max_delay must not be negative, got %v", d)
 	case d > ratelimit.MaxWindow:
 		pc.fail("max_delay", "max_delay must be at most 366 days, got %v", d)
-	case d != 0 && s.Mode != ratelimit.Shape:
+	case (d != 0 || given) && s.Mode != ratelimit.Shape:
 		pc.fail("max_delay", "max_delay applies only to mode shape, not %q", s.Mode)
+	case d == 0 && given:
+		pc.fail("max_delay", "max_delay must be a positive duration, got %v (leave it out to bound the wait only by the capacity)", d)
 	}
 }
 
@@ -555,8 +560,8 @@ func (v *validator) headerNames(p string, h map[string]string) {
 	}
 }
 
-// checkPathPattern checks a route path: absolute, no query, and "*" or "**"
-// only as whole segments, "**" only last.
+// checkPathPattern checks a route path: absolute, no query, no "." or ".."
+// segment, and "*" or "**" only as whole segments, "**" only last.
 func checkPathPattern(s string) error {
 	if !strings.HasPrefix(s, "/") {
 		return fmt.Errorf("path %q must start with /", s)
@@ -567,6 +572,10 @@ func checkPathPattern(s string) error {
 	segs := strings.Split(s[1:], "/")
 	for i, seg := range segs {
 		switch {
+		case seg == "." || seg == "..":
+			// The gateway turns away every request whose decoded path has
+			// such a segment, so a pattern that needs one is dead.
+			return fmt.Errorf(`path %q: segment %q never matches: a request path with a "." or ".." segment matches no route`, s, seg)
 		case !strings.Contains(seg, "*"), seg == "*":
 		case seg == "**":
 			if i != len(segs)-1 {
@@ -613,11 +622,35 @@ func unwrapURLError(err error) error {
 	return err
 }
 
+// respond checks a fixed answer. Go's server would not send what the file
+// asks for in each case rejected here: a 1xx status is not a final answer, a
+// body with 204 or 304 is dropped, and CR or LF in a header value is turned
+// into a space.
 func (v *validator) respond(p string, r *Respond) {
-	if r.Status < 100 || r.Status > 599 {
-		v.errf(p+".status", "must be an HTTP status from 100 to 599, got %d", r.Status)
+	switch {
+	case r.Status < 200 || r.Status > 599:
+		v.errf(p+".status", "must be an HTTP status from 200 to 599, got %d", r.Status)
+	case r.Body != "" && (r.Status == 204 || r.Status == 304):
+		v.errf(p+".body", "must be empty with status %d: a %d response has no body, so it would be dropped", r.Status, r.Status)
 	}
 	v.headerNames(p+".headers", r.Headers)
+	for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
+		if val := r.Headers[name]; !isHeaderValue(val) {
+			v.errf(mapPath(p+".headers", name), "%q is not a valid HTTP header value: it contains a control character (CR, LF and other control characters are not allowed; tab is)", val)
+		}
+	}
+}
+
+// isHeaderValue reports whether s may be sent as an HTTP header value (RFC
+// 9110 field-value): no control characters but tab. Bytes from 0x80 up
+// (UTF-8 text) are allowed.
+func isHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // unknownPolicy words the error for a policy name that is not defined.
