@@ -272,8 +272,11 @@ func (p *Policy) String() string {
 	case TokenBucket:
 		return fmt.Sprintf("token_bucket(capacity=%d, rate=%v/s)", c.Capacity, c.Rate)
 	case LeakyBucket:
-		if c.Mode == Shape {
+		if c.Mode == Shape && c.MaxDelay > 0 {
 			return fmt.Sprintf("leaky_bucket(capacity=%d, rate=%v/s, mode=shape, max_delay=%v)", c.Capacity, c.Rate, c.MaxDelay)
+		}
+		if c.Mode == Shape { // no max_delay: a wait is bounded by the capacity only
+			return fmt.Sprintf("leaky_bucket(capacity=%d, rate=%v/s, mode=shape)", c.Capacity, c.Rate)
 		}
 		return fmt.Sprintf("leaky_bucket(capacity=%d, rate=%v/s)", c.Capacity, c.Rate)
 	case GCRA:

@@ -132,7 +132,7 @@ func TestChartRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, title := range []string{"fixed_window(limit=10, window=1s)", "sliding_log(limit=10, window=1s)",
-		"token_bucket(capacity=10, rate=10/s)", "leaky_bucket(capacity=10, rate=10/s, mode=shape, max_delay=0s)", "time (s)", "forwarded per step", "denied per step"} {
+		"token_bucket(capacity=10, rate=10/s)", "leaky_bucket(capacity=10, rate=10/s, mode=shape)", "time (s)", "forwarded per step", "denied per step"} {
 		if !strings.Contains(svg.String(), title) {
 			t.Errorf("SVG lacks %q", title)
 		}
