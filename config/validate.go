@@ -549,6 +549,11 @@ func (v *validator) match(p string, m *Match) {
 		}
 	}
 	v.headerNames(p+".headers", m.Headers)
+	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+		if val := m.Headers[name]; !isHeaderValue(val) {
+			v.errf(mapPath(p+".headers", name), "%q never matches: a request header value cannot contain a control character other than tab", val)
+		}
+	}
 }
 
 // headerNames checks that every key of h is a valid header name.

@@ -49,6 +49,7 @@ func TestValidateGoRespondAndPath(t *testing.T) {
 		{ID: "a", Match: Match{Path: "/a/../b"}, Respond: &Respond{Status: 101}},
 		{ID: "b", Match: Match{Path: "/b"}, Respond: &Respond{Status: 204, Body: "x"}},
 		{ID: "c", Match: Match{Path: "/c"}, Respond: &Respond{Headers: map[string]string{"X-A": "1\r\nX-B: 2", "X-Tab": "1\t2"}}},
+		{ID: "d", Match: Match{Path: "/d", Headers: map[string]string{"X-Env": "prod\n", "X-Tab": "a\tb"}}, Respond: &Respond{Status: 200}},
 	}}
 	ApplyDefaults(c)
 	var errs Errors
@@ -64,6 +65,7 @@ func TestValidateGoRespondAndPath(t *testing.T) {
 		`routes[0].respond.status: must be an HTTP status from 200 to 599, got 101`,
 		`routes[1].respond.body: must be empty with status 204: a 204 response has no body, so it would be dropped`,
 		`routes[2].respond.headers.X-A: "1\r\nX-B: 2" is not a valid HTTP header value: it contains a control character (CR, LF and other control characters are not allowed; tab is)`,
+		`routes[3].match.headers.X-Env: "prod\n" never matches: a request header value cannot contain a control character other than tab`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Validate errors (-want +got):\n%s", diff)
