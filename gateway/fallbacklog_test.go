@@ -80,3 +80,47 @@ func TestFallbackIsLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestDenyOutageLogsOnce: under on_error deny with Redis down, each request
+// is a 503, and the log says the breaker opened once, not once per request
+// (an audit saw a WARN "store failed" for every request of an outage).
+func TestDenyOutageLogsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	var logs syncBuffer
+	rc := limitedRoute("hello", "/hello", "hi\n")
+	rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
+	cfg := testConfig(rc)
+	cfg.Store.Type, cfg.Store.OnError = config.StoreRedis, config.OnErrorDeny
+	cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{dead}}
+	g, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	for i := range 30 {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/hello", nil)
+		req.Header.Set("X-User", fmt.Sprint("u", i))
+		g.ServeHTTP(rec, req)
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("request %d with Redis down, on_error deny = %d, want 503", i+1, rec.Code)
+		}
+	}
+	warns := 0
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "level=WARN") {
+			warns++
+		}
+	}
+	if warns > 2 {
+		t.Errorf("%d WARN lines for 30 denied requests, want the breaker's opening only; logs:\n%s", warns, logs.String())
+	}
+	if !strings.Contains(logs.String(), "redis store unavailable") {
+		t.Errorf("the breaker's opening was not logged:\n%s", logs.String())
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/store/fallback"
 	"github.com/sluice-gw/sluice/store/redis"
 )
 
@@ -274,7 +275,15 @@ func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.R
 		// The fallback store applied on_error and counted it already; an
 		// error reaching here is a denial (deny mode) or not a store failure.
 		return func(w http.ResponseWriter, r *http.Request, err error) bool {
-			g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
+			if errors.Is(err, fallback.ErrUnavailable) {
+				// on_error deny while the store is down: the breaker's
+				// opening was logged once (logFallback); a line for every
+				// request would turn an outage's traffic into log volume.
+				// The access log still records each 503.
+				g.log.Debug("store unavailable, denied", "route", routeID, "error", err)
+			} else {
+				g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
+			}
 			w.Header().Set("Retry-After", "1")
 			httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
 			return false
