@@ -36,24 +36,33 @@ func (s *syncBuffer) String() string {
 // the start, as RELIABILITY C4's gateway started with every sentinel down),
 // the gateway says so in its log once, with the error, besides
 // sluice_fallback_active.
-func TestFallbackIsLogged(t *testing.T) {
+// deadRedisGateway returns a gateway whose Redis store points at a port
+// nothing listens on, with on_error mode, its one route /hello limited per
+// X-User header, and the buffer its logs go to, and the dead address.
+func deadRedisGateway(t *testing.T, mode string) (*Gateway, *syncBuffer, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	var logs syncBuffer
+	logs := &syncBuffer{}
 	rc := limitedRoute("hello", "/hello", "hi\n")
 	rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
 	cfg := testConfig(rc)
-	cfg.Store.Type = config.StoreRedis
+	cfg.Store.Type, cfg.Store.OnError = config.StoreRedis, mode
 	cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{dead}}
-	g, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	g, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
+	return g, logs, dead
+}
+
+func TestFallbackIsLogged(t *testing.T) {
+	g, logs, dead := deadRedisGateway(t, config.OnErrorLocal)
 	// Five failures in a row open the breaker (store/fallback's default);
 	// distinct keys, so that none is decided local-first as owing.
 	for i := range 8 {
@@ -85,23 +94,7 @@ func TestFallbackIsLogged(t *testing.T) {
 // is a 503, and the log says the breaker opened once, not once per request
 // (an audit saw a WARN "store failed" for every request of an outage).
 func TestDenyOutageLogsOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	var logs syncBuffer
-	rc := limitedRoute("hello", "/hello", "hi\n")
-	rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
-	cfg := testConfig(rc)
-	cfg.Store.Type, cfg.Store.OnError = config.StoreRedis, config.OnErrorDeny
-	cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{dead}}
-	g, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
+	g, logs, _ := deadRedisGateway(t, config.OnErrorDeny)
 	for i := range 30 {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/hello", nil)
