@@ -61,17 +61,22 @@ func deadRedisGateway(t *testing.T, mode string) (*Gateway, *syncBuffer, string)
 	return g, logs, dead
 }
 
+// getHello sends GET /hello as user to g and returns the status.
+func getHello(g *Gateway, user string) int {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/hello", nil)
+	req.Header.Set("X-User", user)
+	g.ServeHTTP(rec, req)
+	return rec.Code
+}
+
 func TestFallbackIsLogged(t *testing.T) {
 	g, logs, dead := deadRedisGateway(t, config.OnErrorLocal)
 	// Five failures in a row open the breaker (store/fallback's default);
 	// distinct keys, so that none is decided local-first as owing.
 	for i := range 8 {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", "/hello", nil)
-		req.Header.Set("X-User", fmt.Sprint("u", i))
-		g.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK && rec.Code != http.StatusTooManyRequests {
-			t.Fatalf("request %d with Redis down = %d, want the local fallback's answer", i+1, rec.Code)
+		if code := getHello(g, fmt.Sprint("u", i)); code != http.StatusOK && code != http.StatusTooManyRequests {
+			t.Fatalf("request %d with Redis down = %d, want the local fallback's answer", i+1, code)
 		}
 	}
 	var lines []string
@@ -96,12 +101,8 @@ func TestFallbackIsLogged(t *testing.T) {
 func TestDenyOutageLogsOnce(t *testing.T) {
 	g, logs, _ := deadRedisGateway(t, config.OnErrorDeny)
 	for i := range 30 {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", "/hello", nil)
-		req.Header.Set("X-User", fmt.Sprint("u", i))
-		g.ServeHTTP(rec, req)
-		if rec.Code != http.StatusServiceUnavailable {
-			t.Fatalf("request %d with Redis down, on_error deny = %d, want 503", i+1, rec.Code)
+		if code := getHello(g, fmt.Sprint("u", i)); code != http.StatusServiceUnavailable {
+			t.Fatalf("request %d with Redis down, on_error deny = %d, want 503", i+1, code)
 		}
 	}
 	warns := 0

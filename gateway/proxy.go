@@ -136,6 +136,7 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		body = &bodyReader{ReadCloser: r.Body}
 		ctx = context.WithValue(ctx, bodyReaderKey{}, body)
+		defer body.release() // after the timer's Stop below: deferred first, runs last
 	}
 	if h.timeout > 0 {
 		var cancel context.CancelCauseFunc
@@ -146,18 +147,11 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// of the body ends, and that write waits on the client, so a client
 		// that stops sending would hold this request and an upstream
 		// connection for as long as it likes. Ending the read on the client's
-		// connection ends the write. Only while the handler runs: past it the
-		// connection may already carry the client's next request.
-		var mu sync.Mutex
-		running := true
-		defer func() { mu.Lock(); running = false; mu.Unlock() }()
-		rc := http.NewResponseController(w)
+		// connection ends the write (bodyReader.endRead).
 		t := time.AfterFunc(h.timeout, func() {
 			cancel(errUpstreamTimeout)
-			mu.Lock()
-			defer mu.Unlock()
-			if running && body != nil && body.pending() {
-				rc.SetReadDeadline(time.Now())
+			if body != nil {
+				body.endRead(w)
 			}
 		})
 		defer t.Stop()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
+	"time"
 )
 
 // bodyReaderKey is the context key of the *bodyReader wrapping a proxied
@@ -20,9 +22,10 @@ type bodyReaderKey struct{}
 // transport reads in its own goroutine while the ErrorHandler may ask.
 type bodyReader struct {
 	io.ReadCloser
-	mu   sync.Mutex
-	err  error // first read error other than io.EOF
-	done bool  // the body was read to its end
+	mu       sync.Mutex
+	err      error // first read error other than io.EOF
+	done     bool  // the body was read to its end
+	released bool  // the handler returned: the connection is no longer this request's
 }
 
 // Read reads from the client's body, recording a read error or the end.
@@ -40,12 +43,23 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// pending reports whether the body has neither been read to its end nor
-// failed: the client may still be sending it.
-func (b *bodyReader) pending() bool {
+// endRead ends the read of a body the client may still be sending (neither
+// read to its end nor failed) by setting the read deadline of w's
+// connection to now, unless the handler has returned (release): past that,
+// the connection may already carry the client's next request.
+func (b *bodyReader) endRead(w http.ResponseWriter) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.done && b.err == nil
+	if !b.released && !b.done && b.err == nil {
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+}
+
+// release records that the handler has returned; endRead does nothing after.
+func (b *bodyReader) release() {
+	b.mu.Lock()
+	b.released = true
+	b.mu.Unlock()
 }
 
 // Err returns the first error reading the body, or nil.
