@@ -549,11 +549,7 @@ func (v *validator) match(p string, m *Match) {
 		}
 	}
 	v.headerNames(p+".headers", m.Headers)
-	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
-		if val := m.Headers[name]; !isHeaderValue(val) {
-			v.errf(mapPath(p+".headers", name), "%q never matches: a request header value cannot contain a control character other than tab", val)
-		}
-	}
+	v.headerValues(p+".headers", m.Headers, "%q never matches: a request header value cannot contain a control character other than tab")
 }
 
 // headerNames checks that every key of h is a valid header name.
@@ -639,9 +635,15 @@ func (v *validator) respond(p string, r *Respond) {
 		v.errf(p+".body", "must be empty with status %d: a %d response has no body, so it would be dropped", r.Status, r.Status)
 	}
 	v.headerNames(p+".headers", r.Headers)
-	for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
-		if val := r.Headers[name]; !isHeaderValue(val) {
-			v.errf(mapPath(p+".headers", name), "%q is not a valid HTTP header value: it contains a control character (CR, LF and other control characters are not allowed; tab is)", val)
+	v.headerValues(p+".headers", r.Headers, "%q is not a valid HTTP header value: it contains a control character (CR, LF and other control characters are not allowed; tab is)")
+}
+
+// headerValues reports each value of h that is not a valid header value
+// (isHeaderValue) with format, which gets the value, in name order.
+func (v *validator) headerValues(p string, h map[string]string, format string) {
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		if val := h[name]; !isHeaderValue(val) {
+			v.errf(mapPath(p, name), format, val)
 		}
 	}
 }
