@@ -15,6 +15,8 @@ type Source uint8
 // The sources a key part can read.
 const (
 	// SourceHeader is the first value of a request header, "header:NAME".
+	// "header:Host" is the request's host (Request.Host, where Go's server
+	// keeps it), as [NormalizeHost] returns it.
 	SourceHeader Source = iota + 1
 	// SourceQuery is the first value of a query parameter, "query:NAME".
 	SourceQuery
@@ -158,6 +160,10 @@ type resolver struct {
 func (rv *resolver) value(p KeyPart, r *http.Request) string {
 	switch p.Source {
 	case SourceHeader:
+		if p.Name == "Host" {
+			// Go's server moves Host out of the header map into r.Host.
+			return NormalizeHost(r.Host)
+		}
 		// Direct map access: Name is already canonical, and Header.Get would
 		// canonicalize it again on every request.
 		if v := r.Header[p.Name]; len(v) > 0 {
