@@ -278,17 +278,27 @@ type Match struct {
 	// Path is an exact path ("/hello") or a glob where "*" is exactly one
 	// segment and "**", only as the last segment, any rest: "/api/**"
 	// matches /api, /api/ and everything below. Required; starts with "/".
-	// It is compared with the decoded request path, and has no "." or ".."
-	// segment, since a request path with one matches no route.
+	// It is compared segment by segment with the decoded request path. A
+	// request path with a "." or ".." segment, an empty segment (a trailing
+	// slash aside) or a ";" matches no route (docs/operations.md, "Path
+	// rules"), so the pattern has none either.
 	Path string `yaml:"path"`
 	// Methods are the accepted methods, uppercase (GET, HEAD, POST, PUT,
 	// PATCH, DELETE, OPTIONS, CONNECT, TRACE). Empty means any.
 	Methods []string `yaml:"methods"`
-	// Host is the required Host, compared without the port and ignoring
-	// case. Empty means any.
+	// Host is the required Host, compared without the port, ignoring case
+	// and one trailing dot. Empty means any.
 	Host string `yaml:"host"`
 	// Headers are required header values, compared exactly. Empty means none.
+	// A "Host" entry is compared with the request's host as Host is.
 	Headers map[string]string `yaml:"headers"`
+	// AllowEncodedSlash lets the route take paths holding an encoded "/" or
+	// "\" (%2F, %5C, any case; or a literal "\"), which no route takes
+	// otherwise. The escape stays part of its segment for Path and for
+	// StripPrefix alike, and is forwarded as it came: allow it only when
+	// the upstream treats %2F as data (such as "group%2Fproject"), not as a
+	// separator. Default false.
+	AllowEncodedSlash bool `yaml:"allow_encoded_slash"`
 }
 
 // Respond is a fixed answer given by the gateway itself.

@@ -80,6 +80,7 @@ func (w *yamlWriter) route(r Route) {
 	w.kv(3, "methods", flowList(r.Match.Methods))
 	w.kv(3, "host", quote(r.Match.Host))
 	w.kv(3, "headers", flowMap(r.Match.Headers))
+	w.kv(3, "allow_encoded_slash", strconv.FormatBool(r.Match.AllowEncodedSlash))
 	if r.Respond == nil {
 		w.kv(2, "upstream", quote(r.Upstream))
 		w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))

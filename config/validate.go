@@ -527,6 +527,8 @@ func (v *validator) match(p string, m *Match) {
 		v.errf(p+".path", "path is required (e.g. /api/** or /hello)")
 	} else if err := checkPathPattern(m.Path); err != nil {
 		v.errf(p+".path", "%v", err)
+	} else if strings.Contains(m.Path, `\`) && !m.AllowEncodedSlash {
+		v.errf(p+".path", `path %q never matches: a request path with a backslash matches only a route with allow_encoded_slash: true`, m.Path)
 	}
 	seen := map[string]bool{}
 	for i, meth := range m.Methods {
@@ -570,9 +572,14 @@ func checkPathPattern(s string) error {
 	if strings.ContainsAny(s, "?#") || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return fmt.Errorf("path %q must not contain a query, a fragment, spaces or control characters", s)
 	}
+	if strings.Contains(s, ";") {
+		return fmt.Errorf(`path %q never matches: a request path with a ";" matches no route`, s)
+	}
 	segs := strings.Split(s[1:], "/")
 	for i, seg := range segs {
 		switch {
+		case seg == "" && i < len(segs)-1:
+			return fmt.Errorf(`path %q never matches: a request path with an empty segment ("//") matches no route`, s)
 		case seg == "." || seg == "..":
 			// The gateway turns away every request whose decoded path has
 			// such a segment, so a pattern that needs one is dead.
