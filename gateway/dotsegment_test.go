@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/sluice-gw/sluice/config"
 )
 
 // TestDotSegmentsMatchNoRoute: a path with a "." or ".." segment, written
@@ -26,12 +29,12 @@ func TestDotSegmentsMatchNoRoute(t *testing.T) {
 		{"/api/.well-known", true},
 		{"/api/...", true},
 	}
-	m := newMatcher("/api/**", nil, "", nil)
+	m := newMatcher(config.Match{Path: "/api/**"})
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "http://x/", nil)
 		r.URL.RawPath = tt.path
 		r.URL.Path = mustUnescape(t, tt.path)
-		if got := m.match(r); got != tt.want {
+		if got := matches(m, r); got != tt.want {
 			t.Errorf("match(/api/**, %q) = %v, want %v", tt.path, got, tt.want)
 		}
 	}
@@ -41,4 +44,10 @@ func mustUnescape(t *testing.T, p string) string {
 	t.Helper()
 	u := httptest.NewRequest("GET", "http://x"+p, nil).URL
 	return u.Path
+}
+
+// matches runs m on r as Gateway.serve does.
+func matches(m *matcher, r *http.Request) bool {
+	in := newInbound(r)
+	return m.match(r, &in)
 }

@@ -14,8 +14,29 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/metrics"
 )
+
+// oddPathModel is a naive model of the path rules (docs/operations.md):
+// a path is refused when, fully decoded and split on "/" and "\", it has a
+// "." or ".." segment or an empty one other than the last, or when its
+// escaped form holds ";", or an encoded or literal slash or backslash.
+func oddPathModel(decoded, escaped string) bool {
+	return oddSegmentsModel(decoded) || regexp.MustCompile(`(?i);|%2f|%5c|\\`).MatchString(escaped)
+}
+
+// oddSegmentsModel reports whether a decoded path split on "/" and "\" has
+// a "." or ".." segment or an empty one other than the last.
+func oddSegmentsModel(decoded string) bool {
+	segs := regexp.MustCompile(`[/\\]`).Split(decoded, -1)
+	for i, s := range segs {
+		if s == "." || s == ".." || s == "" && i > 0 && i < len(segs)-1 {
+			return true
+		}
+	}
+	return false
+}
 
 // globModel is a naive model of a route path pattern (SPEC §2.1): a regular
 // expression over the whole path where "*" is one non-empty segment without
@@ -83,10 +104,11 @@ func forwardedPath(t *testing.T, base, escaped string, n int) (decoded, raw stri
 // FuzzMatch checks route matching and prefix stripping on any pattern and
 // path: matching never panics and agrees with a naive regular-expression
 // model ("*" one non-empty segment, "**" any rest, other segments exact; a
-// path with a dot segment matches nothing); "/P/**" matches exactly /P and
-// what lies below it; and the path a proxy route forwards keeps the tail of
-// the request path, holds no dot segment and stays below the upstream's base
-// path even once resolved. Seeds: testdata/fuzz/FuzzMatch.
+// path the path rules refuse matches nothing); "/P/**" matches exactly /P
+// and what lies below it; on a route with allow_encoded_slash, strip_prefix
+// removes the segments the pattern matched; and the path a proxy route
+// forwards keeps the tail of the request path, holds no dot or empty
+// segment and stays below the upstream's base path even once resolved. Seeds: testdata/fuzz/FuzzMatch.
 func FuzzMatch(f *testing.F) {
 	f.Add("/api/**", "/api/v1/users", uint8(1))
 	f.Add("/users/*/posts", "/users//posts", uint8(0))
@@ -105,20 +127,30 @@ func FuzzMatch(f *testing.F) {
 			return
 		}
 		r := &http.Request{Method: "GET", Host: "gw.test", URL: &url.URL{Path: p, RawPath: escaped}, Header: http.Header{}}
-		got := newMatcher(pattern, nil, "", nil).match(r)
-		dots := hasDotSegment(strings.Split(p, "/"))
-		if want := !dots && globModel(pattern).MatchString(p); got != want {
-			t.Fatalf("match(%q, %q) = %v, model says %v (dot segment: %v)", pattern, p, got, want, dots)
+		got := matches(newMatcher(config.Match{Path: pattern}), r)
+		odd := oddPathModel(p, escaped)
+		if want := !odd && globModel(pattern).MatchString(p); got != want {
+			t.Fatalf("match(%q, %q) = %v, model says %v (refused by the path rules: %v)", pattern, escaped, got, want, odd)
 		}
-		if lit, ok := strings.CutSuffix(pattern, "/**"); ok && !strings.Contains(lit, "*") && !dots {
+		if lit, ok := strings.CutSuffix(pattern, "/**"); ok && !strings.Contains(lit, "*") && !odd {
 			if want := p == lit || strings.HasPrefix(p, lit+"/") || lit == ""; got != want {
 				t.Fatalf("match(%q, %q) = %v; /P/** must match /P and everything below it", pattern, p, got)
+			}
+		}
+		n := int(strip % 8)
+		if matches(newMatcher(config.Match{Path: pattern, AllowEncodedSlash: true}), r) {
+			// What strip_prefix removes is what the pattern matched, even
+			// where a segment holds an encoded slash.
+			pat, segs := splitPath(pattern), strings.Split(escaped, "/")[1:]
+			for i := 0; i < n && i < len(pat) && i < len(segs) && !strings.Contains(pat[i], "*"); i++ {
+				if d, _ := url.PathUnescape(segs[i]); d != pat[i] {
+					t.Fatalf("allow_encoded_slash: %q matched %q, but strip_prefix %d removes segment %q", pattern, escaped, n, segs[i])
+				}
 			}
 		}
 		if !got {
 			return
 		}
-		n := int(strip % 8)
 		stripped := stripSegments(escaped, n)
 		if !strings.HasPrefix(stripped, "/") || (stripped != "/" && !strings.HasSuffix(escaped, stripped[1:])) {
 			t.Fatalf("stripSegments(%q, %d) = %q: not a tail of the path", escaped, n, stripped)
@@ -128,7 +160,7 @@ func FuzzMatch(f *testing.F) {
 		if fwd != base && !strings.HasPrefix(fwd, base+"/") {
 			t.Fatalf("path %q with strip_prefix %d forwarded as %q, outside the upstream base %q", escaped, n, fwd, base)
 		}
-		if hasDotSegment(strings.Split(fwd, "/")) || !strings.HasPrefix(path.Clean(fwd), base) {
+		if oddSegmentsModel(fwd) || !strings.HasPrefix(path.Clean(fwd), base) {
 			t.Fatalf("path %q with strip_prefix %d forwarded as %q: escapes base %q", escaped, n, fwd, base)
 		}
 	})

@@ -183,7 +183,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 	}
 	return &route{
 		id:      rc.ID,
-		match:   newMatcher(rc.Match.Path, rc.Match.Methods, rc.Match.Host, rc.Match.Headers),
+		match:   newMatcher(rc.Match),
 		handler: final,
 		mw:      mw,
 		limits:  limits,
@@ -328,13 +328,21 @@ func (g *Gateway) serve(rec *statusRecorder, r *http.Request) string {
 		httplimit.WriteProblem(rec, http.StatusBadRequest, "The query string cannot be parsed: "+err.Error()+".")
 		return ""
 	}
+	in := newInbound(r)
 	for _, rt := range g.routes {
-		if rt.match.match(r) {
+		if rt.match.match(r, &in) {
 			rt.handler.ServeHTTP(rec, r)
 			return rt.id
 		}
 	}
-	httplimit.WriteProblem(rec, http.StatusNotFound, "No route matches this request.")
+	detail := "No route matches this request."
+	switch {
+	case in.refused != "":
+		detail = "No route takes a path with " + in.refused + " (see the path rules in docs/operations.md)."
+	case in.encodedSlash:
+		detail = `No route takes a path with an encoded "/" or "\" (see the path rules in docs/operations.md).`
+	}
+	httplimit.WriteProblem(rec, http.StatusNotFound, detail)
 	return ""
 }
 

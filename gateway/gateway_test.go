@@ -93,6 +93,7 @@ func TestProxyRewrite(t *testing.T) {
 	upURL, _ := url.Parse(up.URL)
 	base := upstreamRoute("base", "/svc/**", up.URL+"/base")
 	base.StripPrefix = 1
+	base.Match.AllowEncodedSlash = true
 	host := upstreamRoute("host", "/keep/**", up.URL)
 	host.PreserveHost = true
 	all := upstreamRoute("all", "/gone/**", up.URL+"/root")
@@ -108,6 +109,7 @@ func TestProxyRewrite(t *testing.T) {
 		{"preserve_host", "/keep/x", "/keep/x", "client.example"},
 		{"strip every segment", "/gone/a/b", "/root/", upURL.Host},
 		{"escaped segment kept", "/svc/a%2Fb", "/base/a%2Fb", upURL.Host},
+		{"escaped slash stays in its segment", "/svc/a%2Fb/c", "/base/a%2Fb/c", upURL.Host},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,73 +1,165 @@
 package gateway
 
 import (
-	"net"
 	"net/http"
+	"net/url"
 	"strings"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 )
 
 // matcher decides whether a request belongs to a route (SPEC §2.1): path
-// glob, methods, host without port and exact header values must all hold.
-// It is immutable and safe for concurrent use.
+// glob, methods, host and exact header values must all hold. It is
+// immutable and safe for concurrent use.
 type matcher struct {
 	segments []string // the path pattern split on "/", without the leading empty one
 	methods  map[string]bool
-	host     string            // lower case, no port; "" = any
-	headers  map[string]string // canonical name -> exact value
+	// hosts are the required hosts, normalised by httplimit.NormalizeHost:
+	// match.host and a "Host" entry of match.headers, which Go's server
+	// keeps in Request.Host rather than in the header map.
+	hosts   []string
+	headers map[string]string // canonical name -> exact value, Host aside
+	// encodedSlash admits paths with an encoded "/" or "\" (match.allow_encoded_slash).
+	encodedSlash bool
 }
 
 // newMatcher compiles a route's match section. Validation of the values is
 // config's job; here an empty path means "/".
-func newMatcher(path string, methods []string, host string, headers map[string]string) *matcher {
-	m := &matcher{segments: splitPath(path), host: strings.ToLower(stripPort(host))}
-	if len(methods) > 0 {
-		m.methods = make(map[string]bool, len(methods))
-		for _, meth := range methods {
+func newMatcher(mc config.Match) *matcher {
+	m := &matcher{segments: splitPath(mc.Path), encodedSlash: mc.AllowEncodedSlash}
+	if mc.Host != "" {
+		m.hosts = append(m.hosts, httplimit.NormalizeHost(mc.Host))
+	}
+	if len(mc.Methods) > 0 {
+		m.methods = make(map[string]bool, len(mc.Methods))
+		for _, meth := range mc.Methods {
 			m.methods[strings.ToUpper(meth)] = true
 		}
 	}
-	if len(headers) > 0 {
-		m.headers = make(map[string]string, len(headers))
-		for k, v := range headers {
-			m.headers[http.CanonicalHeaderKey(k)] = v
+	for k, v := range mc.Headers {
+		k = http.CanonicalHeaderKey(k)
+		if k == "Host" {
+			m.hosts = append(m.hosts, httplimit.NormalizeHost(v))
+			continue
 		}
+		if m.headers == nil {
+			m.headers = make(map[string]string, len(mc.Headers))
+		}
+		m.headers[k] = v
 	}
 	return m
 }
 
-// match reports whether r satisfies every condition. A path with a "." or
-// ".." segment, written as such or escaped (%2e, or behind %2F), matches no
-// route: Go's server passes such paths on as they are, and an upstream that
-// resolves them would be asked for a path outside the route's prefix (another
-// route's, past that route's limits, or above the upstream's base path).
-func (m *matcher) match(r *http.Request) bool {
+// match reports whether r, seen as in, satisfies every condition. A path
+// that in refuses matches no route, and one with an encoded slash only a
+// route that allows them.
+func (m *matcher) match(r *http.Request, in *inbound) bool {
 	if m.methods != nil && !m.methods[r.Method] {
 		return false
 	}
-	if m.host != "" && !strings.EqualFold(stripPort(r.Host), m.host) {
-		return false
+	for _, h := range m.hosts {
+		if in.host != h {
+			return false
+		}
 	}
 	for k, v := range m.headers {
 		if r.Header.Get(k) != v {
 			return false
 		}
 	}
-	path := splitPath(r.URL.Path)
-	if hasDotSegment(path) {
+	if in.refused != "" || in.encodedSlash && !m.encodedSlash {
 		return false
 	}
-	return matchSegments(m.segments, path)
+	return matchSegments(m.segments, in.segments)
 }
 
-// hasDotSegment reports whether a split, decoded path has a "." or ".."
-// segment.
-func hasDotSegment(segs []string) bool {
-	for _, s := range segs {
-		if s == "." || s == ".." {
+// inbound is a request's host and path as every route sees them, worked
+// out once per request.
+type inbound struct {
+	host string // httplimit.NormalizeHost(r.Host)
+	// segments are the escaped path split on "/", each segment decoded: an
+	// encoded slash is part of a segment, never a separator, so matching
+	// counts the same segments as strip_prefix (stripSegments).
+	segments []string
+	// encodedSlash: the path holds %2F or %5C (any case) or a literal "\".
+	encodedSlash bool
+	// refused says why no route takes the path, or is "".
+	refused string
+}
+
+// newInbound reads r's host and path. The path rules are in
+// docs/operations.md ("Path rules"): no route takes a path with a "." or
+// ".." segment, an empty segment other than a trailing one, or a ";".
+// Each is checked on the path fully decoded, with "/" and "\" both taken as
+// separators, so that none hides behind an escape. Go's server passes such
+// paths on as they came, and upstreams read them differently: one resolves
+// "..", another merges "//" (nginx, Spring, Tomcat), a third drops
+// ";params" (Tomcat, Jetty) or takes %2F or "\" for "/". Any of these would
+// serve a path that another route, and its limits, was meant to take.
+func newInbound(r *http.Request) inbound {
+	in := inbound{host: httplimit.NormalizeHost(r.Host)}
+	escaped := r.URL.EscapedPath()
+	in.encodedSlash = hasEncodedSlash(escaped)
+	if in.encodedSlash {
+		in.segments = splitPath(escaped)
+		for i, s := range in.segments {
+			if d, err := url.PathUnescape(s); err == nil {
+				in.segments[i] = d
+			}
+		}
+	} else {
+		in.segments = splitPath(r.URL.Path)
+	}
+	switch {
+	case strings.IndexByte(escaped, ';') >= 0:
+		in.refused = `a ";"`
+	default:
+		in.refused = oddSegment(r.URL.Path)
+	}
+	return in
+}
+
+// hasEncodedSlash reports whether an escaped path holds %2F or %5C (any
+// case) or a literal "\".
+func hasEncodedSlash(escaped string) bool {
+	for i := 0; i < len(escaped); i++ {
+		switch escaped[i] {
+		case '\\':
 			return true
+		case '%':
+			if i+2 < len(escaped) {
+				if h := escaped[i+1 : i+3]; strings.EqualFold(h, "2f") || strings.EqualFold(h, "5c") {
+					return true
+				}
+			}
 		}
 	}
 	return false
+}
+
+// oddSegment names the first dot or empty segment (a trailing empty one
+// aside) of a decoded path split on "/" and "\", or returns "".
+func oddSegment(decoded string) string {
+	rest := strings.TrimPrefix(decoded, "/")
+	for rest != "" {
+		i := strings.IndexAny(rest, `/\`)
+		seg := rest
+		if i >= 0 {
+			seg = rest[:i]
+		}
+		switch {
+		case seg == "." || seg == "..":
+			return "a dot segment"
+		case seg == "" && i >= 0:
+			return "an empty segment"
+		}
+		if i < 0 {
+			break
+		}
+		rest = rest[i+1:]
+	}
+	return ""
 }
 
 // splitPath splits "/a/b/" into ["a", "b", ""]; "/" and "" give [""].
@@ -104,15 +196,6 @@ func matchSegments(pat, path []string) bool {
 		}
 	}
 	return len(pat) == len(path)
-}
-
-// stripPort returns host without a trailing :port, and without the brackets
-// of an IPv6 literal.
-func stripPort(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		return h
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 }
 
 // stripSegments removes the first n segments of an escaped path; removing

@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http/httptest"
 	"testing"
+
+	"github.com/sluice-gw/sluice/config"
 )
 
 func TestMatchPath(t *testing.T) {
@@ -34,9 +36,9 @@ func TestMatchPath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern+" "+tt.path, func(t *testing.T) {
-			m := newMatcher(tt.pattern, nil, "", nil)
+			m := newMatcher(config.Match{Path: tt.pattern})
 			r := httptest.NewRequest("GET", "http://x"+tt.path, nil)
-			if got := m.match(r); got != tt.want {
+			if got := matches(m, r); got != tt.want {
 				t.Errorf("match(%q, %q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
 			}
 		})
@@ -44,7 +46,7 @@ func TestMatchPath(t *testing.T) {
 }
 
 func TestMatchMethodsHostHeaders(t *testing.T) {
-	m := newMatcher("/api/**", []string{"GET", "post"}, "API.example.com:443", map[string]string{"x-env": "prod"})
+	m := newMatcher(config.Match{Path: "/api/**", Methods: []string{"GET", "post"}, Host: "API.example.com:443", Headers: map[string]string{"x-env": "prod"}})
 	tests := []struct {
 		name, method, host, env string
 		want                    bool
@@ -63,13 +65,13 @@ func TestMatchMethodsHostHeaders(t *testing.T) {
 			if tt.env != "" {
 				r.Header.Set("X-Env", tt.env)
 			}
-			if got := m.match(r); got != tt.want {
+			if got := matches(m, r); got != tt.want {
 				t.Errorf("match(%s %s X-Env=%q) = %v, want %v", tt.method, tt.host, tt.env, got, tt.want)
 			}
 		})
 	}
-	v6 := newMatcher("/", nil, "[::1]", nil)
-	if !v6.match(httptest.NewRequest("GET", "http://[::1]:8080/", nil)) {
+	v6 := newMatcher(config.Match{Path: "/", Host: "[::1]"})
+	if !matches(v6, httptest.NewRequest("GET", "http://[::1]:8080/", nil)) {
 		t.Error("host [::1] does not match a request to [::1]:8080")
 	}
 }
