@@ -340,7 +340,7 @@ func (g *Gateway) serve(rec *statusRecorder, r *http.Request) string {
 	case in.refused != "":
 		detail = "No route takes a path with " + in.refused + " (see the path rules in docs/operations.md)."
 	case in.encodedSlash:
-		detail = `No route takes a path with an encoded "/" or "\" (see the path rules in docs/operations.md).`
+		detail = `No route matches this request: a path with an encoded "/" or "\" matches only routes with allow_encoded_slash (see the path rules in docs/operations.md).`
 	}
 	httplimit.WriteProblem(rec, http.StatusNotFound, detail)
 	return ""

@@ -21,7 +21,8 @@
 // absent or blank value makes the key empty: Limit.OnEmptyKey then denies
 // with 403 (the default), counts the request in one shared anonymous budget,
 // or skips the limit. "ip" believes X-Forwarded-For only from
-// IPResolver.TrustedProxies, reading it from right to left.
+// IPResolver.TrustedProxies, reading it from right to left. "header:Host"
+// is the request's host as [NormalizeHost] gives it.
 //
 // Which policy applies to a key, first match wins: Options.Override (the
 // gateway's admin API), Limit.Overrides, Limit.Plans, then Limit.Policy. Each
