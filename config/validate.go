@@ -546,12 +546,24 @@ func (v *validator) match(p string, m *Match) {
 		}
 	}
 	if h := m.Host; h != "" {
-		if _, _, err := net.SplitHostPort(h); err == nil || strings.ContainsAny(h, "/@ \t") {
-			v.errf(p+".host", "host %q must be a bare host name without port, scheme or path (it is compared without the port)", h)
+		v.bareHost(p+".host", h)
+	}
+	for name, h := range m.Headers {
+		if strings.EqualFold(name, "Host") {
+			// The gateway compares a Host entry as it compares match.host.
+			v.bareHost(mapPath(p+".headers", name), h)
 		}
 	}
 	v.headerNames(p+".headers", m.Headers)
 	v.headerValues(p+".headers", m.Headers, "%q never matches: a request header value cannot contain a control character other than tab")
+}
+
+// bareHost checks a host to match: a name or address without port, scheme
+// or path, since the request's host is compared without its port.
+func (v *validator) bareHost(p, h string) {
+	if _, _, err := net.SplitHostPort(h); err == nil || strings.ContainsAny(h, "/@ \t") {
+		v.errf(p, "host %q must be a bare host name without port, scheme or path (it is compared without the port)", h)
+	}
 }
 
 // headerNames checks that every key of h is a valid header name.
