@@ -115,42 +115,17 @@ func appendRateLimitItem(b []byte, e *outcome, sep bool) []byte {
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, max(0, e.d.Remaining), 10)
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(untilMore(e.policy, e.d, e.cost)), 10)
+	return strconv.AppendInt(b, ceilSeconds(untilMore(e.d)), 10)
 }
 
-// untilMore is how long until at least one more unit of quota is available:
-// zero while some is left. It is exact for the bucket algorithms, gcra and
-// fixed_window, and for a denied cost-1 request; otherwise (sliding_log and
-// sliding_window with nothing left) it is an upper bound, the earlier of the
-// denial's RetryAfter and the full Reset, because a Decision does not say
-// when the oldest unit leaves a sliding window.
-func untilMore(p *ratelimit.Policy, d ratelimit.Decision, cost int64) time.Duration {
+// untilMore is how long until at least one more unit of quota is
+// available: zero while some is left, else the decision's Next, which every
+// Store reports exactly for every algorithm (ratelimittest checks it).
+func untilMore(d ratelimit.Decision) time.Duration {
 	if d.Remaining > 0 {
 		return 0
 	}
-	if !d.Allowed && cost <= 1 {
-		return d.RetryAfter
-	}
-	switch p.Algorithm() {
-	case ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.GCRA:
-		// Reset is when all Max units are back; the first came (Max−1)
-		// intervals earlier.
-		n, iv := p.Max()-1, p.IntervalMicros()
-		if n > 0 && iv > (1<<53)/n {
-			// Reset saturates at 2^53µs, so it cannot say when the first
-			// unit comes: within one interval, the bound given instead
-			// (never 0, which would tell a client with nothing left to
-			// go ahead).
-			return time.Duration(min(iv, 1<<53)) * time.Microsecond
-		}
-		return max(0, d.Reset-time.Duration(n*iv)*time.Microsecond)
-	case ratelimit.FixedWindow:
-		return d.Reset
-	}
-	if !d.Allowed && d.RetryAfter < d.Reset {
-		return d.RetryAfter
-	}
-	return d.Reset
+	return d.Next
 }
 
 // appendSFString writes s as an RFC 8941 sf-string. Bytes outside printable

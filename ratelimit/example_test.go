@@ -173,6 +173,6 @@ func ExamplePeekAt() {
 	s, _ := ratelimit.StepAt(p, ratelimit.State{}, now, 7)
 	fmt.Printf("%+v\n", ratelimit.PeekAt(p, s, now+15_000_000, 5))
 	// Output:
-	// {Allowed:true Limit:10 Remaining:10 Reset:0s RetryAfter:0s Delay:0s}
-	// {Allowed:false Limit:10 Remaining:3 Reset:45s RetryAfter:45s Delay:0s}
+	// {Allowed:true Limit:10 Remaining:10 Reset:0s RetryAfter:0s Delay:0s Next:0s}
+	// {Allowed:false Limit:10 Remaining:3 Reset:45s RetryAfter:45s Delay:0s Next:0s}
 }
