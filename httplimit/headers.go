@@ -27,10 +27,18 @@ type outcome struct {
 	shadow bool
 }
 
+// hidden reports whether e stays out of the headers: a shadow limit, or one
+// no store counted (Decision.Uncounted), whose full budget would be a guess.
+func (e *outcome) hidden() bool { return e.shadow || e.d.Uncounted }
+
 // setRateLimitHeaders writes the X-RateLimit-* trio of the most constrained
 // limit and the IETF RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-
-// ratelimit-headers-10) listing every limit. Shadow limits appear nowhere; if
-// every limit is a shadow, nothing is written. On a denial the trio describes
+// ratelimit-headers-10) listing every limit. Shadow limits and limits no
+// store counted (Decision.Uncounted: on_error allow while the store is down)
+// appear nowhere; if every limit is one of them, nothing is written. A
+// request where only some limits were counted lists those alone: each value
+// sent is one a store decided, and the trio describes the most constrained
+// of them. On a denial the trio describes
 // the denying limit with the longest RetryAfter; otherwise the one with the
 // lowest Remaining. The first in limit order wins a tie.
 //
@@ -41,7 +49,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 	for i := range evals {
 		e := &evals[i]
 		switch {
-		case e.shadow:
+		case e.hidden():
 		case pick < 0:
 			if admitted || !e.d.Allowed {
 				pick = i
@@ -65,7 +73,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 	end[2] = len(buf)
 	sep := false
 	for i := range evals {
-		if e := &evals[i]; !e.shadow {
+		if e := &evals[i]; !e.hidden() {
 			buf = appendPolicyItem(buf, e, sep)
 			sep = true
 		}
@@ -73,7 +81,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 	end[3] = len(buf)
 	sep = false
 	for i := range evals {
-		if e := &evals[i]; !e.shadow {
+		if e := &evals[i]; !e.hidden() {
 			buf = appendRateLimitItem(buf, e, sep)
 			sep = true
 		}

@@ -1,12 +1,15 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gw/sluice/ratelimit"
 )
@@ -208,6 +211,70 @@ func TestRateLimitTSliding(t *testing.T) {
 			f.clock.Set(last.Add(c.wantT))
 			if w := f.do("/api"); w.Code != http.StatusOK {
 				t.Errorf("at t: %d, want 200", w.Code)
+			}
+		})
+	}
+}
+
+// uncountedStore admits every request without counting the limits whose
+// policy is named in skip, as store/fallback's Allow mode does for all of
+// them, and decides the others on the memory store.
+type uncountedStore struct {
+	*testStore
+	skip map[string]bool
+}
+
+func (s uncountedStore) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	var counted []ratelimit.Request
+	for _, q := range reqs {
+		if !s.skip[q.Policy.Name()] {
+			counted = append(counted, q)
+		}
+	}
+	dec := make([]ratelimit.Decision, len(counted))
+	ok, err := s.testStore.Evaluate(ctx, counted, dec)
+	for i, j := 0, 0; i < len(reqs); i++ {
+		if s.skip[reqs[i].Policy.Name()] {
+			m := reqs[i].Policy.Max()
+			out[i] = ratelimit.Decision{Allowed: true, Limit: m, Remaining: m, Uncounted: true}
+			continue
+		}
+		out[i], j = dec[j], j+1
+	}
+	return ok, err
+}
+
+// TestUncountedNoHeaders: a limit no store counted (Decision.Uncounted)
+// appears in no quota header; when only some limits were counted, the
+// headers describe those alone; when none was, none is sent. Issue 12.
+func TestUncountedNoHeaders(t *testing.T) {
+	limits := []Limit{{Policy: perUser, Key: mustKey(t, "const:u")}, {Policy: hourly, Key: mustKey(t, "const:u")}}
+	cases := []struct {
+		name string
+		skip map[string]bool
+		want map[string]string
+	}{
+		{"none counted", map[string]bool{"per-user": true, "hourly": true}, map[string]string{}},
+		{"hourly counted", map[string]bool{"per-user": true}, map[string]string{
+			HeaderLimit: "100", HeaderRemaining: "99", HeaderReset: strconv.FormatInt(t0.Truncate(time.Hour).Add(time.Hour).Unix(), 10),
+			HeaderRateLimitPolicy: `"hourly";q=100;w=3600`, HeaderRateLimit: `"hourly";r=99;t=0`,
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := ratelimit.NewManualClock(t0)
+			store := uncountedStore{newTestStore(t, clock), c.skip}
+			m, err := New(Options{Route: "api", Store: store, Clock: clock, Limits: limits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api", nil))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d, want 200", w.Code)
+			}
+			if diff := cmp.Diff(c.want, rlHeaders(w)); diff != "" {
+				t.Errorf("headers (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -32,6 +32,12 @@ type Decision struct {
 	// sliding_window when the weighted count has dropped by one unit. It is
 	// what the IETF RateLimit field's t reports (package httplimit).
 	Next time.Duration
+	// Uncounted reports that no store decided this limit: the request was
+	// admitted without counting it, as store/fallback's Allow mode does
+	// while its store is unavailable. Remaining, Reset and Next then say
+	// nothing about the budget, and the HTTP middleware sends no quota
+	// headers for the limit. A Store's own decisions never set it.
+	Uncounted bool
 }
 
 // micros converts microseconds to a Duration.

@@ -97,7 +97,7 @@ func (s *Store) fallback(ctx context.Context, reqs []ratelimit.Request, out []ra
 	case Allow:
 		for i := range reqs {
 			m := reqs[i].Policy.Max()
-			out[i] = ratelimit.Decision{Allowed: true, Limit: m, Remaining: m}
+			out[i] = ratelimit.Decision{Allowed: true, Limit: m, Remaining: m, Uncounted: true}
 		}
 		return true, nil
 	case Deny:
