@@ -143,3 +143,18 @@ func TestAllowSendsNoQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackActiveGauge: sluice_fallback_active is wired to the fallback
+// store (its Engaged rule, docs/operations.md, is tested in store/fallback):
+// 0 before any request, 1 once a request was decided without Redis.
+func TestFallbackActiveGauge(t *testing.T) {
+	g, _, _ := deadRedisGateway(t, config.OnErrorLocal)
+	_, _, admin := startServer(t, g)
+	if _, metrics, _ := get(t, admin+"/metrics"); !strings.Contains(metrics, "sluice_fallback_active 0") {
+		t.Errorf("before any request: want sluice_fallback_active 0")
+	}
+	getHello(g, "u") // one decision made without Redis
+	if _, metrics, _ := get(t, admin+"/metrics"); !strings.Contains(metrics, "sluice_fallback_active 1") {
+		t.Errorf("after a decision made without Redis: want sluice_fallback_active 1")
+	}
+}
