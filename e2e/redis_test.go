@@ -153,12 +153,14 @@ func TestRedisDownAtStart(t *testing.T) {
 		codes     []int
 		ready     int
 		fallbacks string
+		quota     bool // responses carry RateLimit and X-RateLimit-*
 	}{
 		// SPEC §5 counts every request decided without the store, local
 		// denials of keys the fallback already admitted for included.
-		{"local", []int{200, 200, 200, 429, 429}, 200, "5"},
-		{"allow", []int{200, 200, 200, 200, 200}, 200, "5"},
-		{"deny", []int{503, 503, 503, 503, 503}, 503, "5"},
+		{"local", []int{200, 200, 200, 429, 429}, 200, "5", true},
+		// Admitted without counting: no quota headers (issue 12).
+		{"allow", []int{200, 200, 200, 200, 200}, 200, "5", false},
+		{"deny", []int{503, 503, 503, 503, 503}, 503, "5", false},
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
@@ -176,6 +178,11 @@ routes:
 				r := get(t, p.base+"/api", "X-User-Id", "u")
 				if r.code != want {
 					t.Errorf("request %d with Redis down, on_error %s: %d %s, want %d", i+1, tt.mode, r.code, r.body, want)
+				}
+				for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+					if got := r.header.Get(name) != ""; got != tt.quota {
+						t.Errorf("request %d with Redis down, on_error %s: %s %q, want present %v", i+1, tt.mode, name, r.header.Get(name), tt.quota)
+					}
 				}
 				if r.code == 503 {
 					checkProblem(t, r, 503)

@@ -118,3 +118,43 @@ func TestDenyOutageLogsOnce(t *testing.T) {
 		t.Errorf("the breaker's opening was not logged:\n%s", logs.String())
 	}
 }
+
+// quotaHeaders are the response headers that state a budget.
+var quotaHeaders = []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+
+// TestAllowSendsNoQuota: under on_error allow with Redis down, requests are
+// admitted without being counted, and their responses carry no quota
+// headers: a full budget nobody counted would be a guess (issue 12).
+func TestAllowSendsNoQuota(t *testing.T) {
+	g, _, _ := deadRedisGateway(t, config.OnErrorAllow)
+	// Past the breaker's opening: failing calls, then the open breaker.
+	for i := range 8 {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/hello", nil)
+		req.Header.Set("X-User", "u")
+		g.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("request %d with Redis down = %d, want 200", i+1, rec.Code)
+		}
+		for _, name := range quotaHeaders {
+			if v := rec.Header().Values(name); len(v) > 0 {
+				t.Errorf("request %d: %s: %q; want no quota headers for an uncounted decision", i+1, name, v)
+			}
+		}
+	}
+}
+
+// TestFallbackActiveGauge: sluice_fallback_active is wired to the fallback
+// store (its Engaged rule, docs/operations.md, is tested in store/fallback):
+// 0 before any request, 1 once a request was decided without Redis.
+func TestFallbackActiveGauge(t *testing.T) {
+	g, _, _ := deadRedisGateway(t, config.OnErrorLocal)
+	_, _, admin := startServer(t, g)
+	if _, metrics, _ := get(t, admin+"/metrics"); !strings.Contains(metrics, "sluice_fallback_active 0") {
+		t.Errorf("before any request: want sluice_fallback_active 0")
+	}
+	getHello(g, "u") // one decision made without Redis
+	if _, metrics, _ := get(t, admin+"/metrics"); !strings.Contains(metrics, "sluice_fallback_active 1") {
+		t.Errorf("after a decision made without Redis: want sluice_fallback_active 1")
+	}
+}

@@ -72,9 +72,9 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 			noteFallback(ctx, string(mode))
 		},
 		OnStateChange: func(active bool) {
-			m.SetFallbackActive(active)
 			logFallback(log, cfg, active, lastErr.Load())
 		},
+		OnEngagedChange: m.SetFallbackActive,
 	})
 	if err != nil {
 		closers.Close()

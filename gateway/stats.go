@@ -92,9 +92,10 @@ type storeView struct {
 	// Healthy reports whether the store answered a read within a second.
 	Healthy bool   `json:"healthy"`
 	Error   string `json:"error,omitempty"`
-	// OnError is store.on_error; FallbackActive and Breaker describe a
-	// Redis store's circuit breaker ("closed", or "open" while decisions
-	// are made without Redis). Memory stores have no breaker.
+	// OnError is store.on_error. FallbackActive is sluice_fallback_active
+	// (decisions are being made without Redis, see docs/operations.md);
+	// Breaker is a Redis store's circuit breaker ("closed", or "open" while
+	// every request is decided without Redis). Memory stores have neither.
 	OnError        string `json:"on_error"`
 	FallbackActive bool   `json:"fallback_active"`
 	Breaker        string `json:"breaker"`
@@ -145,9 +146,9 @@ func (g *Gateway) statsView(r *http.Request) statsView {
 		v.Store.Healthy = true
 	}
 	if fb := g.store.fallback; fb != nil {
-		v.Store.FallbackActive = fb.Active()
+		v.Store.FallbackActive = fb.Engaged()
 		v.Store.Breaker = "closed"
-		if v.Store.FallbackActive {
+		if fb.Active() {
 			v.Store.Breaker = "open"
 		}
 	}

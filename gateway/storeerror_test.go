@@ -45,6 +45,11 @@ func TestStoreDown(t *testing.T) {
 			if code != tt.status {
 				t.Errorf("status with the store down, on_error %s = %d %s, want %d", tt.mode, code, body, tt.status)
 			}
+			for _, name := range quotaHeaders {
+				if v := h.Values(name); len(v) > 0 {
+					t.Errorf("on_error %s with the store down sends %s: %q; want no quota headers", tt.mode, name, v)
+				}
+			}
 			if tt.status == 503 && (h.Get("Retry-After") != "1" || !strings.Contains(body, `"error":"Service Unavailable"`)) {
 				t.Errorf("503 answer: Retry-After %q body %s", h.Get("Retry-After"), body)
 			}

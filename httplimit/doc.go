@@ -43,6 +43,12 @@
 //	RateLimit-Policy: "per-user";q=10;w=10, "hourly";q=100;w=3600
 //	RateLimit: "per-user";r=7;t=0, "hourly";r=97;t=0
 //
+// r is the whole number of units left and t, in seconds rounded up, how long
+// until at least one more unit is available: zero while r is above zero,
+// otherwise [ratelimit.Decision.Next], exact for every algorithm (for
+// sliding_log, when the oldest entry leaves the window; for sliding_window,
+// when the weighted count has dropped by one unit).
+//
 // A denied request gets 429 with Retry-After and an RFC 9457 problem body
 // ([WriteTooManyRequests]); the wrapped handler is never called. Other
 // errors use [WriteProblem]. A leaky bucket in shape mode holds an admitted

@@ -27,10 +27,18 @@ type outcome struct {
 	shadow bool
 }
 
+// hidden reports whether e stays out of the headers: a shadow limit, or one
+// no store counted (Decision.Uncounted), whose full budget would be a guess.
+func (e *outcome) hidden() bool { return e.shadow || e.d.Uncounted }
+
 // setRateLimitHeaders writes the X-RateLimit-* trio of the most constrained
 // limit and the IETF RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-
-// ratelimit-headers-10) listing every limit. Shadow limits appear nowhere; if
-// every limit is a shadow, nothing is written. On a denial the trio describes
+// ratelimit-headers-10) listing every limit. Shadow limits and limits no
+// store counted (Decision.Uncounted: on_error allow while the store is down)
+// appear nowhere; if every limit is one of them, nothing is written. A
+// request where only some limits were counted lists those alone: each value
+// sent is one a store decided, and the trio describes the most constrained
+// of them. On a denial the trio describes
 // the denying limit with the longest RetryAfter; otherwise the one with the
 // lowest Remaining. The first in limit order wins a tie.
 //
@@ -41,7 +49,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 	for i := range evals {
 		e := &evals[i]
 		switch {
-		case e.shadow:
+		case e.hidden():
 		case pick < 0:
 			if admitted || !e.d.Allowed {
 				pick = i
@@ -65,7 +73,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 	end[2] = len(buf)
 	sep := false
 	for i := range evals {
-		if e := &evals[i]; !e.shadow {
+		if e := &evals[i]; !e.hidden() {
 			buf = appendPolicyItem(buf, e, sep)
 			sep = true
 		}
@@ -73,7 +81,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 	end[3] = len(buf)
 	sep = false
 	for i := range evals {
-		if e := &evals[i]; !e.shadow {
+		if e := &evals[i]; !e.hidden() {
 			buf = appendRateLimitItem(buf, e, sep)
 			sep = true
 		}
@@ -115,42 +123,17 @@ func appendRateLimitItem(b []byte, e *outcome, sep bool) []byte {
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, max(0, e.d.Remaining), 10)
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(untilMore(e.policy, e.d, e.cost)), 10)
+	return strconv.AppendInt(b, ceilSeconds(untilMore(e.d)), 10)
 }
 
-// untilMore is how long until at least one more unit of quota is available:
-// zero while some is left. It is exact for the bucket algorithms, gcra and
-// fixed_window, and for a denied cost-1 request; otherwise (sliding_log and
-// sliding_window with nothing left) it is an upper bound, the earlier of the
-// denial's RetryAfter and the full Reset, because a Decision does not say
-// when the oldest unit leaves a sliding window.
-func untilMore(p *ratelimit.Policy, d ratelimit.Decision, cost int64) time.Duration {
+// untilMore is how long until at least one more unit of quota is
+// available: zero while some is left, else the decision's Next, which every
+// Store reports exactly for every algorithm (ratelimittest checks it).
+func untilMore(d ratelimit.Decision) time.Duration {
 	if d.Remaining > 0 {
 		return 0
 	}
-	if !d.Allowed && cost <= 1 {
-		return d.RetryAfter
-	}
-	switch p.Algorithm() {
-	case ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.GCRA:
-		// Reset is when all Max units are back; the first came (Max−1)
-		// intervals earlier.
-		n, iv := p.Max()-1, p.IntervalMicros()
-		if n > 0 && iv > (1<<53)/n {
-			// Reset saturates at 2^53µs, so it cannot say when the first
-			// unit comes: within one interval, the bound given instead
-			// (never 0, which would tell a client with nothing left to
-			// go ahead).
-			return time.Duration(min(iv, 1<<53)) * time.Microsecond
-		}
-		return max(0, d.Reset-time.Duration(n*iv)*time.Microsecond)
-	case ratelimit.FixedWindow:
-		return d.Reset
-	}
-	if !d.Allowed && d.RetryAfter < d.Reset {
-		return d.RetryAfter
-	}
-	return d.Reset
+	return d.Next
 }
 
 // appendSFString writes s as an RFC 8941 sf-string. Bytes outside printable

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -8,28 +9,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
 // TestUntilMore checks the RateLimit `t` parameter against the algorithms
 // themselves: after a burst that leaves nothing, one unit must be admitted
-// exactly t later (bucket algorithms, gcra, fixed_window) or at the latest
-// then (sliding algorithms, where t is an upper bound).
+// exactly t later, for every algorithm.
 func TestUntilMore(t *testing.T) {
-	policies := []struct {
-		cfg   ratelimit.PolicyConfig
-		exact bool
-	}{
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 4, Rate: 3}, true},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 4, Rate: 3}, true},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 4, Rate: 3, Mode: ratelimit.Shape}, true},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: 4, Rate: 3}, true},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 4, Window: 7 * time.Second}, true},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 4, Window: 7 * time.Second}, false},
-		{ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: 4, Window: 7 * time.Second}, false},
+	policies := []ratelimit.PolicyConfig{
+		{Algorithm: ratelimit.TokenBucket, Capacity: 4, Rate: 3},
+		{Algorithm: ratelimit.LeakyBucket, Capacity: 4, Rate: 3},
+		{Algorithm: ratelimit.LeakyBucket, Capacity: 4, Rate: 3, Mode: ratelimit.Shape},
+		{Algorithm: ratelimit.GCRA, Burst: 4, Rate: 3},
+		{Algorithm: ratelimit.FixedWindow, Limit: 4, Window: 7 * time.Second},
+		{Algorithm: ratelimit.SlidingLog, Limit: 4, Window: 7 * time.Second},
+		{Algorithm: ratelimit.SlidingWindow, Limit: 4, Window: 7 * time.Second},
 	}
 	for _, pc := range policies {
-		p := ratelimit.MustPolicy(pc.cfg)
+		p := ratelimit.MustPolicy(pc)
 		t.Run(p.String(), func(t *testing.T) {
 			// Spread the burst a little so partial progress matters.
 			now := t0.UnixMicro() + 1_234_567
@@ -47,11 +46,11 @@ func TestUntilMore(t *testing.T) {
 				d    ratelimit.Decision
 				cost int64
 			}{{d, 1}, {second(ratelimit.StepAt(p, s, now, 1)), 1}, {second(ratelimit.StepAt(p, s, now, 2)), 2}} {
-				u := untilMore(p, c.d, c.cost).Microseconds()
+				u := untilMore(c.d).Microseconds()
 				if _, at := ratelimit.StepAt(p, s, now+u, 1); !at.Allowed {
 					t.Errorf("t = %dµs (decision %+v, cost %d): one unit still denied then", u, c.d, c.cost)
 				}
-				if pc.exact && u > 0 {
+				if u > 0 {
 					if _, before := ratelimit.StepAt(p, s, now+u-1, 1); before.Allowed {
 						t.Errorf("t = %dµs (decision %+v, cost %d): a unit was admitted 1µs earlier", u, c.d, c.cost)
 					}
@@ -75,7 +74,7 @@ func TestUntilMoreSaturated(t *testing.T) {
 		if !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("%s: taking the whole capacity: %+v", alg, d)
 		}
-		u := untilMore(p, d, p.Max())
+		u := untilMore(d)
 		if u <= 0 || u > time.Duration(p.IntervalMicros())*time.Microsecond {
 			t.Errorf("%s: t = %v with nothing left, want within one interval (%dµs) and above 0", alg, u, p.IntervalMicros())
 		}
@@ -170,5 +169,113 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 	if ok != 50 || f.upstream.Load() != 50 {
 		t.Errorf("admitted %d, upstream %d; want 50 and 50", ok, f.upstream.Load())
+	}
+}
+
+// TestRateLimitTSliding: with nothing left, a sliding limit's t is when one
+// more unit is available, not when the whole limit is back (issue 12: 5 per
+// hour, the fifth request said t=5385 where one unit was back after 2505s).
+func TestRateLimitTSliding(t *testing.T) {
+	cases := []struct {
+		alg   ratelimit.Algorithm
+		at    []time.Duration // after t0, aligned to the hour
+		want  string          // RateLimit after the last request
+		wantT time.Duration   // one unit is admitted then, not 1s earlier
+	}{
+		// Five at +1815s: the next window starts in 1785s, and 720s into it
+		// the weight 5·(1−720/3600) = 4 leaves room for one.
+		{ratelimit.SlidingWindow, []time.Duration{1815 * time.Second}, `"h";r=0;t=2505`, 2505 * time.Second},
+		// Entries at +0s..+400s: the oldest leaves the window at +3600s.
+		{ratelimit.SlidingLog, []time.Duration{0, 100 * time.Second, 200 * time.Second, 300 * time.Second, 400 * time.Second}, `"h";r=0;t=3200`, 3200 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(string(c.alg), func(t *testing.T) {
+			p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "h", Algorithm: c.alg, Limit: 5, Window: time.Hour})
+			f := newFixture(t, Options{Limits: []Limit{{Policy: p, Key: mustKey(t, "const:all")}}})
+			start := t0.Truncate(time.Hour).Add(time.Hour)
+			var w *httptest.ResponseRecorder
+			for i := range 5 {
+				f.clock.Set(start.Add(c.at[min(i, len(c.at)-1)]))
+				if w = f.do("/api"); w.Code != http.StatusOK {
+					t.Fatalf("request %d: %d", i, w.Code)
+				}
+			}
+			if got := w.Header().Get(HeaderRateLimit); got != c.want {
+				t.Errorf("RateLimit after the fifth request = %s, want %s", got, c.want)
+			}
+			last := f.clock.Now()
+			f.clock.Set(last.Add(c.wantT - time.Second))
+			if w := f.do("/api"); w.Code != http.StatusTooManyRequests {
+				t.Errorf("1s before t: %d, want 429", w.Code)
+			}
+			f.clock.Set(last.Add(c.wantT))
+			if w := f.do("/api"); w.Code != http.StatusOK {
+				t.Errorf("at t: %d, want 200", w.Code)
+			}
+		})
+	}
+}
+
+// uncountedStore admits every request without counting the limits whose
+// policy is named in skip, as store/fallback's Allow mode does for all of
+// them, and decides the others on the memory store.
+type uncountedStore struct {
+	*testStore
+	skip map[string]bool
+}
+
+func (s uncountedStore) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	var counted []ratelimit.Request
+	for _, q := range reqs {
+		if !s.skip[q.Policy.Name()] {
+			counted = append(counted, q)
+		}
+	}
+	dec := make([]ratelimit.Decision, len(counted))
+	ok, err := s.testStore.Evaluate(ctx, counted, dec)
+	for i, j := 0, 0; i < len(reqs); i++ {
+		if s.skip[reqs[i].Policy.Name()] {
+			m := reqs[i].Policy.Max()
+			out[i] = ratelimit.Decision{Allowed: true, Limit: m, Remaining: m, Uncounted: true}
+			continue
+		}
+		out[i], j = dec[j], j+1
+	}
+	return ok, err
+}
+
+// TestUncountedNoHeaders: a limit no store counted (Decision.Uncounted)
+// appears in no quota header; when only some limits were counted, the
+// headers describe those alone; when none was, none is sent. Issue 12.
+func TestUncountedNoHeaders(t *testing.T) {
+	limits := []Limit{{Policy: perUser, Key: mustKey(t, "const:u")}, {Policy: hourly, Key: mustKey(t, "const:u")}}
+	cases := []struct {
+		name string
+		skip map[string]bool
+		want map[string]string
+	}{
+		{"none counted", map[string]bool{"per-user": true, "hourly": true}, map[string]string{}},
+		{"hourly counted", map[string]bool{"per-user": true}, map[string]string{
+			HeaderLimit: "100", HeaderRemaining: "99", HeaderReset: strconv.FormatInt(t0.Truncate(time.Hour).Add(time.Hour).Unix(), 10),
+			HeaderRateLimitPolicy: `"hourly";q=100;w=3600`, HeaderRateLimit: `"hourly";r=99;t=0`,
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := ratelimit.NewManualClock(t0)
+			store := uncountedStore{newTestStore(t, clock), c.skip}
+			m, err := New(Options{Route: "api", Store: store, Clock: clock, Limits: limits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api", nil))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d, want 200", w.Code)
+			}
+			if diff := cmp.Diff(c.want, rlHeaders(w)); diff != "" {
+				t.Errorf("headers (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

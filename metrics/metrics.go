@@ -100,7 +100,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}, []string{"route", "mode"}))
 	m.fallbackActive = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_fallback_active",
-		Help: "1 while decisions are made without the store, 0 otherwise.",
+		Help: "1 while decisions are made without the store: the circuit breaker is open, or a request was decided without it (the local-first denial of a key owing fallback units included) within the last 10s; 0 otherwise.",
 	}))
 	m.reloads = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_config_reloads_total",

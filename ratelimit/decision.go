@@ -24,6 +24,20 @@ type Decision struct {
 	// Delay is how long shape mode holds an admitted request before forwarding
 	// it; zero for every other algorithm and mode.
 	Delay time.Duration
+	// Next is, when Remaining is zero, how long until at least one more unit
+	// is available if no further request came: the RetryAfter a request of
+	// cost 1 would get now. It is zero while Remaining is above zero. Where
+	// Reset says when the whole limit is back, Next says when the first unit
+	// is: for sliding_log when the oldest entry leaves the window, for
+	// sliding_window when the weighted count has dropped by one unit. It is
+	// what the IETF RateLimit field's t reports (package httplimit).
+	Next time.Duration
+	// Uncounted reports that no store decided this limit: the request was
+	// admitted without counting it, as store/fallback's Allow mode does
+	// while its store is unavailable. Remaining, Reset and Next then say
+	// nothing about the budget, and the HTTP middleware sends no quota
+	// headers for the limit. A Store's own decisions never set it.
+	Uncounted bool
 }
 
 // micros converts microseconds to a Duration.

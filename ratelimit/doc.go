@@ -31,9 +31,10 @@
 // state at all. [PeekAt] reports the same decision without the request:
 // Remaining and Reset as they are now. A Decision carries Allowed, Limit,
 // Remaining (whole units after the request), Reset (until the limit is whole
-// again), RetryAfter (the earliest time the same request would be admitted)
-// and, in shape mode, Delay (how long to hold the request). These are exact,
-// to the microsecond, in every algorithm.
+// again), RetryAfter (the earliest time the same request would be admitted),
+// Next (with nothing left, until one more unit is) and, in shape mode, Delay
+// (how long to hold the request). These are exact, to the microsecond, in
+// every algorithm.
 //
 // # Stores and the Limiter
 //

@@ -169,10 +169,13 @@ func ExampleNewPolicy() {
 func ExamplePeekAt() {
 	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Minute})
 	now := ratelimit.UnixMicros(start)
-	fmt.Printf("%+v\n", ratelimit.PeekAt(p, ratelimit.State{}, now, 1))
+	show := func(d ratelimit.Decision) {
+		fmt.Printf("allowed %v, remaining %d of %d, reset %v, retry after %v\n", d.Allowed, d.Remaining, d.Limit, d.Reset, d.RetryAfter)
+	}
+	show(ratelimit.PeekAt(p, ratelimit.State{}, now, 1))
 	s, _ := ratelimit.StepAt(p, ratelimit.State{}, now, 7)
-	fmt.Printf("%+v\n", ratelimit.PeekAt(p, s, now+15_000_000, 5))
+	show(ratelimit.PeekAt(p, s, now+15_000_000, 5))
 	// Output:
-	// {Allowed:true Limit:10 Remaining:10 Reset:0s RetryAfter:0s Delay:0s}
-	// {Allowed:false Limit:10 Remaining:3 Reset:45s RetryAfter:45s Delay:0s}
+	// allowed true, remaining 10 of 10, reset 0s, retry after 0s
+	// allowed false, remaining 3 of 10, reset 45s, retry after 45s
 }

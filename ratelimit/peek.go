@@ -2,7 +2,7 @@ package ratelimit
 
 // PeekAt reports what StepAt would decide for a request of cost n at
 // nowMicros, without making the request: Allowed, RetryAfter and Delay are
-// those the request would get, while Remaining and Reset describe the state
+// those the request would get, while Remaining, Reset and Next describe the state
 // as it is now, with nothing consumed. A key never seen therefore shows its
 // full limit and a zero Reset.
 //
@@ -21,7 +21,7 @@ func PeekAt(p *Policy, s State, nowMicros, n int64) Decision {
 		// 2·max, not max+1: sliding_window compares in float64, where
 		// 2^53+1 rounds to 2^53 and would be admitted.
 		_, cur := StepAt(p, s, nowMicros, 2*p.max)
-		d.Remaining, d.Reset = cur.Remaining, cur.Reset
+		d.Remaining, d.Reset, d.Next = cur.Remaining, cur.Reset, cur.Next
 	}
 	return d
 }

@@ -1,5 +1,7 @@
 package ratelimit
 
+import "time"
+
 // State is the stored state of one key under one policy, for any algorithm.
 // The zero value is a key with no state (never seen, or expired), which every
 // algorithm treats as a full budget. Which fields are used depends on the
@@ -51,6 +53,19 @@ func StepAt(p *Policy, s State, nowMicros, n int64) (State, Decision) {
 // a store the copies of State and Decision that StepAt's results cost on the
 // hot path.
 func StepInPlaceAt(p *Policy, s *State, nowMicros, n int64, d *Decision) {
+	stepAt(p, s, nowMicros, n, d)
+	if d.Remaining > 0 {
+		return
+	}
+	if !d.Allowed && n == 1 {
+		d.Next = d.RetryAfter
+		return
+	}
+	d.Next = nextUnitAt(p, *s, nowMicros)
+}
+
+// stepAt is StepInPlaceAt without Decision.Next.
+func stepAt(p *Policy, s *State, nowMicros, n int64, d *Decision) {
 	switch p.cfg.Algorithm {
 	case TokenBucket:
 		tokenBucketAt(p, s, nowMicros, n, d)
@@ -67,6 +82,17 @@ func StepInPlaceAt(p *Policy, s *State, nowMicros, n int64, d *Decision) {
 	default:
 		panic("ratelimit: policy with unknown algorithm " + string(p.cfg.Algorithm))
 	}
+}
+
+// nextUnitAt returns the RetryAfter of a request of cost 1 against s at now:
+// Decision.Next. It runs only when nothing is left, so the probe is denied
+// and stores nothing; s.Log is capped so that even an append could not write
+// into the caller's array.
+func nextUnitAt(p *Policy, s State, now int64) time.Duration {
+	s.Log = s.Log[:len(s.Log):len(s.Log)]
+	var d Decision
+	stepAt(p, &s, now, 1, &d)
+	return d.RetryAfter
 }
 
 // TTL returns how long a state that StepAt returned in d must be kept: until

@@ -381,7 +381,7 @@ func (s *suite) testSlidingLogSameMicrosecond(t *testing.T) {
 			t.Fatalf("Evaluate #%d at one instant = %s, remaining %d; want allowed, remaining %d", i+1, verdict(d.Allowed), d.Remaining, n-1-i)
 		}
 	}
-	e.expect("Evaluate(t0, one more)", e.evaluate1(req), ratelimit.Decision{Limit: n, RetryAfter: time.Second, Reset: time.Second})
+	e.expect("Evaluate(t0, one more)", e.evaluate1(req), ratelimit.Decision{Limit: n, RetryAfter: time.Second, Reset: time.Second, Next: time.Second})
 	e.set(time.Second - us)
 	if d := e.peek1(req); d.Remaining != 0 {
 		t.Errorf("Peek(%s): remaining %d, want 0", e.when(), d.Remaining)

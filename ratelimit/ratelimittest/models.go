@@ -27,7 +27,17 @@ func evaluate(m model, now, n int64) ratelimit.Decision {
 		after := m.peek(now, n)
 		d.Remaining, d.Reset = after.Remaining, after.Reset
 	}
+	d.Next = untilOne(m, now, d)
 	return d
+}
+
+// untilOne is Decision.Next for d, found by asking m about a request of cost 1
+// after d: zero while some is left.
+func untilOne(m model, now int64, d ratelimit.Decision) time.Duration {
+	if d.Remaining > 0 {
+		return 0
+	}
+	return m.peek(now, 1).RetryAfter
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

@@ -336,9 +336,31 @@ func (s *suite) propSlidingWindow(t *testing.T) {
 			if g.Reset != want.Reset || g.Limit != l {
 				rt.Fatalf("%s: reset = %v, limit %d; want %v, %d", call, g.Reset, g.Limit, want.Reset, l)
 			}
+			checkSlidingNext(rt, call, m, now, g)
 		}
 		checkAlignedBound(rt, "sliding_window", seq, got, l, w)
 	})
+}
+
+// checkSlidingNext checks a sliding_window decision's Next against the
+// exact model: zero while some is left, else the time until a cost-1
+// request fits (or 1µs more, where the store's float estimate meets the
+// limit exactly and the exact model's admission 1µs later is the answer).
+func checkSlidingNext(rt *rapid.T, call string, m *slidingModel, now int64, g ratelimit.Decision) {
+	if g.Remaining > 0 {
+		if g.Next != 0 {
+			rt.Fatalf("%s: next = %v with %d left, want 0", call, g.Next, g.Remaining)
+		}
+		return
+	}
+	one := m.peek(now, 1)
+	want := one.RetryAfter
+	if one.Allowed {
+		want = time.Microsecond + m.peek(now+1, 1).RetryAfter
+	}
+	if g.Next < want || g.Next > want+time.Microsecond {
+		rt.Fatalf("%s: next = %v, want %v (or 1µs more)", call, g.Next, want)
+	}
 }
 
 // propMultiLimit: a request on several limits, some of them shadow, is
@@ -372,6 +394,7 @@ func (s *suite) propMultiLimit(t *testing.T) {
 			for i := range reqs {
 				reqs[i].Cost = rapid.Int64Range(1, min(c, l)).Draw(rt, "cost")
 				want[i] = models[i].peek(now, reqs[i].Cost)
+				want[i].Next = untilOne(models[i], now, want[i])
 				if !reqs[i].Shadow && !want[i].Allowed {
 					wantAdmitted = false
 				}

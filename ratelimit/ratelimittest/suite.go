@@ -221,6 +221,7 @@ func diff(call string, got, want ratelimit.Decision) []string {
 	field("reset", got.Reset, want.Reset)
 	field("retry-after", got.RetryAfter, want.RetryAfter)
 	field("delay", got.Delay, want.Delay)
+	field("next", got.Next, want.Next)
 	return d
 }
 

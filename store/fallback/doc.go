@@ -35,8 +35,9 @@
 //
 //   - [Local]: the request is decided by the Local store (in process) with
 //     the same policies.
-//   - [Allow]: the request is admitted; each Decision reports the policy's
-//     full limit as Remaining.
+//   - [Allow]: the request is admitted; each Decision is marked Uncounted
+//     (and reports the policy's full limit as Remaining), so that the HTTP
+//     middleware sends no quota headers for a budget nobody counted.
 //   - [Deny]: Evaluate returns an error wrapping [ErrUnavailable]; the HTTP
 //     middleware answers 503 with Retry-After: 1.
 //

@@ -59,9 +59,7 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		}
 		// A denial by the Local store alone is a decision made without the
 		// primary: it counts as a fallback decision (SPEC §5).
-		if s.onFall != nil {
-			s.onFall(ctx, s.mode)
-		}
+		s.fellBack(ctx)
 		return false, nil
 	}
 	s.debts.charge(reqs, out)
@@ -78,9 +76,7 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		return false, pass
 	case fail:
 		// The local decision, already made and charged, stands.
-		if s.onFall != nil {
-			s.onFall(ctx, s.mode)
-		}
+		s.fellBack(ctx)
 		copy(out, sc.out)
 		return true, nil
 	}
@@ -90,14 +86,12 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 // fallback decides reqs without the primary, by the Store's mode. cause is
 // the primary's error, nil when the breaker did not let the call through.
 func (s *Store) fallback(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision, cause error) (bool, error) {
-	if s.onFall != nil {
-		s.onFall(ctx, s.mode)
-	}
+	s.fellBack(ctx)
 	switch s.mode {
 	case Allow:
 		for i := range reqs {
 			m := reqs[i].Policy.Max()
-			out[i] = ratelimit.Decision{Allowed: true, Limit: m, Remaining: m}
+			out[i] = ratelimit.Decision{Allowed: true, Limit: m, Remaining: m, Uncounted: true}
 		}
 		return true, nil
 	case Deny:

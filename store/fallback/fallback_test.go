@@ -257,7 +257,7 @@ func TestModes(t *testing.T) {
 		wantReady bool
 	}{
 		{Local, true, nil, ratelimit.Decision{Allowed: true, Limit: 10, Remaining: 9, Reset: 100 * time.Millisecond}, true},
-		{Allow, true, nil, ratelimit.Decision{Allowed: true, Limit: 10, Remaining: 10}, true},
+		{Allow, true, nil, ratelimit.Decision{Allowed: true, Limit: 10, Remaining: 10, Uncounted: true}, true},
 		{Deny, false, ErrUnavailable, ratelimit.Decision{}, false},
 	}
 	for _, tt := range tests {

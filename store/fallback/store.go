@@ -94,6 +94,14 @@ type Options struct {
 	// OnStateChange, if set, is called with true when the breaker opens (the
 	// fallback is in use) and with false when it closes again.
 	OnStateChange func(active bool)
+	// OnEngagedChange, if set, is called with true when [Store.Engaged]
+	// becomes true and with false when it becomes false again (at most one
+	// call per change, outside any lock of the Store's). It is what
+	// sluice_fallback_active follows.
+	OnEngagedChange func(engaged bool)
+	// Hold is how long Engaged stays true after the last request decided
+	// without the primary; zero means DefaultHold.
+	Hold time.Duration
 }
 
 // Store is a [ratelimit.Store] that decides on Options.Primary and, while it
@@ -110,6 +118,7 @@ type Store struct {
 	onState   func(bool)
 	cb        *gobreaker.TwoStepCircuitBreaker[struct{}]
 	debts     *debts // nil unless mode == Local
+	eng       *engagement
 	scratches sync.Pool
 
 	// brokeAt is when (monoNow) the last connection failure counted by the
@@ -150,6 +159,7 @@ func New(opts Options) (*Store, error) {
 	if s.classify == nil {
 		s.classify = defaultClassify
 	}
+	s.eng = newEngagement(cmp.Or(opts.Hold, DefaultHold), s.active.Load, opts.OnEngagedChange)
 	if s.mode == Local {
 		s.local = opts.Local
 		s.debts = newDebts(opts.Clock, cmp.Or(opts.MaxDebtKeys, DefaultMaxDebtKeys))
@@ -194,6 +204,9 @@ func validate(opts Options) error {
 	if opts.ConsecutiveFailures < 0 {
 		bad("consecutive failures must not be negative, got %d", opts.ConsecutiveFailures)
 	}
+	if opts.Hold < 0 {
+		bad("hold must not be negative, got %v", opts.Hold)
+	}
 	if opts.MaxDebtKeys < 0 {
 		bad("max debt keys must not be negative, got %d", opts.MaxDebtKeys)
 	}
@@ -219,6 +232,29 @@ func (s *Store) Active() bool {
 	s.cb.State()
 	s.notify()
 	return s.active.Load()
+}
+
+// Engaged reports whether requests are being decided without the primary:
+// true while the breaker is open or half-open, and until Options.Hold has
+// passed since the last request decided without the primary (by any mode,
+// including the local-first denial of a key that owes what the fallback
+// admitted, which never asks the primary); false otherwise. Unlike
+// [Store.Active] it cannot read false while every decision is local, and
+// the hold keeps a flapping breaker, or owing keys decided locally now and
+// then, from turning it on and off: it reads as one stretch until a whole
+// hold passes with every decision on the primary.
+func (s *Store) Engaged() bool {
+	s.cb.State()
+	s.notify()
+	return s.eng.engaged()
+}
+
+// fellBack counts a request decided without the primary.
+func (s *Store) fellBack(ctx context.Context) {
+	s.eng.fellBack()
+	if s.onFall != nil {
+		s.onFall(ctx, s.mode)
+	}
 }
 
 // Ready reports whether the instance should receive traffic (/readyz). In
@@ -312,6 +348,7 @@ func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 // notify reports a change of Active to OnStateChange, outside the
 // breaker's lock.
 func (s *Store) notify() {
+	s.eng.check()
 	if s.onState == nil || s.reported.Load() == s.active.Load() {
 		return
 	}

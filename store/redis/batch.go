@@ -377,11 +377,11 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 }
 
 // batchPerLimit is the number of values per limit in a mode 'b' reply:
-// allowed, remaining, reset, retry, delay.
-const batchPerLimit = 5
+// allowed, remaining, reset, retry, delay, next.
+const batchPerLimit = 6
 
 // decodeBatch sets each member's result from a mode 'b' reply: now, then
-// per member its overall and 5 values per limit, or one error.
+// per member its overall and 6 values per limit, or one error.
 func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 	bad := func(err error) error {
 		if err == nil {
@@ -418,7 +418,7 @@ func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 					return bad(err)
 				}
 			}
-			reps[j] = limitReply{allowed: v[0] == 1, remaining: v[1], reset: v[2], retry: v[3], delay: v[4]}
+			reps[j] = limitReply{allowed: v[0] == 1, remaining: v[1], reset: v[2], retry: v[3], delay: v[4], next: v[5]}
 		}
 		m.overall, m.reps = overall == 1, reps
 		pos = end

@@ -61,7 +61,9 @@ func (s *Store) evaluateSlots(ctx context.Context, c *conn, reqs []ratelimit.Req
 		for j, i := range calls[g].idx {
 			rep := r.reps[j]
 			if rep.consumed {
-				rep.remaining, rep.reset = rep.viewRemaining, rep.viewReset
+				// The view of a limit that admitted a cost ≥ 1 has at
+				// least one unit left, so its Next is zero.
+				rep.remaining, rep.reset, rep.next = rep.viewRemaining, rep.viewReset, 0
 			}
 			out[i] = rep.decision(reqs[i].Policy)
 		}

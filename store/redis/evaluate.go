@@ -26,7 +26,7 @@ type call struct {
 type limitReply struct {
 	allowed, consumed        bool
 	remaining, reset, retry  int64
-	delay, extra             int64
+	delay, next, extra       int64
 	viewRemaining, viewReset int64
 }
 
@@ -293,8 +293,8 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 	for j := range reps {
 		v := replyHeader + replyPerLimit*j
 		reps[j] = limitReply{
-			allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4),
-			consumed: at(v+5) == 1, extra: at(v + 6), viewRemaining: at(v + 7), viewReset: at(v + 8),
+			allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4), next: at(v + 5),
+			consumed: at(v+6) == 1, extra: at(v + 7), viewRemaining: at(v + 8), viewReset: at(v + 9),
 		}
 	}
 	if bad != nil {
@@ -336,5 +336,6 @@ func (r *limitReply) decision(p *ratelimit.Policy) ratelimit.Decision {
 		Reset:      time.Duration(r.reset) * time.Microsecond,
 		RetryAfter: time.Duration(r.retry) * time.Microsecond,
 		Delay:      time.Duration(r.delay) * time.Microsecond,
+		Next:       time.Duration(r.next) * time.Microsecond,
 	}
 }

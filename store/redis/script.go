@@ -65,7 +65,7 @@ const (
 // Reply layout of main.lua: two header integers, then fields per limit.
 const (
 	replyHeader   = 2
-	replyPerLimit = 9
+	replyPerLimit = 10
 )
 
 // loadTimeout bounds a SCRIPT LOAD when the caller that starts it has less

@@ -23,11 +23,11 @@
 -- request writes nothing. In mode 'b' a request is decided against the state
 -- the requests before it in the batch left.
 --
--- Returns, in modes 'e', 'v', 'p', integers: overall (1/0), now, then 9 per
--- limit: allowed, remaining, reset, retry, delay, consumed (1/0), extra
+-- Returns, in modes 'e', 'v', 'p', integers: overall (1/0), now, then 10 per
+-- limit: allowed, remaining, reset, retry, delay, next, consumed (1/0), extra
 -- (window index or log seq, for a refund), view remaining, view reset.
 -- In mode 'b': now, then per request its overall (1/0) followed by the first
--- 5 of those per limit (allowed, remaining, reset, retry, delay: a batch is
+-- 6 of those per limit (allowed, remaining, reset, retry, delay, next: a batch is
 -- never a Cluster call, so the rest are of no use); or, if deciding that
 -- request raised an error, one error reply in their place (what that
 -- request wrote before the error stays, as it would in mode 'e'; the
@@ -60,10 +60,29 @@ else
   extra_ttl_ms = 3600000
 end
 
+-- step mirrors ratelimit.StepInPlaceAt: the algorithm's step, then
+-- d.next, with nothing left (remaining 0) the retry of a request of cost 1
+-- against the state after the step: how long until one more unit is
+-- available. The probe is denied, so it changes nothing.
+local function step(alg, p, s, cost)
+  local ns, d = alg.step(p, s, now, cost)
+  d.next = 0
+  if d.remaining <= 0 then
+    if not d.allowed and cost == 1 then
+      d.next = d.retry
+    else
+      local _, pd = alg.step(p, ns, now, 1)
+      d.next = pd.retry
+    end
+  end
+  return ns, d
+end
+
 -- view returns what an admitting limit shows when it consumes nothing: the
--- step's answer for a cost no state can admit (remaining and reset as now).
+-- step's answer for a cost no state can admit (remaining, reset and next as
+-- now).
 local function view(alg, p, s)
-  local _, v = alg.step(p, s, now, 2 * p.max)
+  local _, v = step(alg, p, s, 2 * p.max)
   return v
 end
 
@@ -101,7 +120,7 @@ end
 
 -- decide evaluates one request in mode m ('e', 'v' or 'p'): its n limits'
 -- arguments start at ARGV[ai], their keys at KEYS[ki]. It appends the w
--- values (9, or 5 for a batch) of each limit to out and returns the
+-- values (10, or 6 for a batch) of each limit to out and returns the
 -- request's overall (1/0) and the index of the key after the request's.
 local function decide(m, ai, ki, n, w, out)
   local o = #out
@@ -116,8 +135,8 @@ local function decide(m, ai, ki, n, w, out)
       keys = {KEYS[ki], KEYS[ki + 1]}
     end
     local s = alg.load(keys)
-    local ns, d = alg.step(p, s, now, cost)
-    local allowed, remaining, reset = 0, d.remaining, d.reset
+    local ns, d = step(alg, p, s, cost)
+    local allowed, remaining, reset, nxt = 0, d.remaining, d.reset, d.next
     local consumed, extra, vrem, vreset = 0, 0, 0, 0
     local overall = 1
     if not d.allowed then
@@ -127,7 +146,7 @@ local function decide(m, ai, ki, n, w, out)
     elseif m == 'p' then
       allowed = 1
       local v = view(alg, p, s)
-      remaining, reset = v.remaining, v.reset
+      remaining, reset, nxt = v.remaining, v.reset, v.next
     else
       allowed = 1
       if m == 'v' then
@@ -142,11 +161,12 @@ local function decide(m, ai, ki, n, w, out)
     out[o + 3] = reset
     out[o + 4] = d.retry
     out[o + 5] = d.delay
-    if w == 9 then
-      out[o + 6] = consumed
-      out[o + 7] = extra
-      out[o + 8] = vrem
-      out[o + 9] = vreset
+    out[o + 6] = nxt
+    if w == 10 then
+      out[o + 7] = consumed
+      out[o + 8] = extra
+      out[o + 9] = vrem
+      out[o + 10] = vreset
     end
     return overall, ki + alg.nkeys
   end
@@ -163,7 +183,7 @@ local function decide(m, ai, ki, n, w, out)
     local keys = {KEYS[ki], KEYS[ki + 1]}
     ki = ki + alg.nkeys
     local s = pending[keys[1]] or alg.load(keys)
-    local ns, d = alg.step(p, s, now, cost)
+    local ns, d = step(alg, p, s, cost)
     if d.allowed and m ~= 'p' then
       pending[keys[1]] = ns
     end
@@ -188,18 +208,19 @@ local function decide(m, ai, ki, n, w, out)
       x.alg.save(x.keys, x.ns, ttl_ms(d))
     elseif d.allowed then
       local v = view(x.alg, x.p, x.s)
-      d.remaining, d.reset = v.remaining, v.reset
+      d.remaining, d.reset, d.next = v.remaining, v.reset, v.next
     end
     out[o + 1] = d.allowed and 1 or 0
     out[o + 2] = d.remaining
     out[o + 3] = d.reset
     out[o + 4] = d.retry
     out[o + 5] = d.delay
-    if w == 9 then
-      out[o + 6] = consumed
-      out[o + 7] = extra
-      out[o + 8] = vrem
-      out[o + 9] = vreset
+    out[o + 6] = d.next
+    if w == 10 then
+      out[o + 7] = consumed
+      out[o + 8] = extra
+      out[o + 9] = vrem
+      out[o + 10] = vreset
     end
     o = o + w
   end
@@ -208,7 +229,7 @@ end
 
 if mode ~= 'b' then
   local out = {0, now}
-  out[1] = decide(mode, 3, 1, (#ARGV - 2) / 7, 9, out)
+  out[1] = decide(mode, 3, 1, (#ARGV - 2) / 7, 10, out)
   return out
 end
 
@@ -233,7 +254,7 @@ while ai <= nargv do
   local n = tonumber(ARGV[ai])
   local at = #out + 1
   out[at] = 0
-  local ok, res, next_ki = pcall(decide, 'e', ai + 1, ki, n, 5, out)
+  local ok, res, next_ki = pcall(decide, 'e', ai + 1, ki, n, 6, out)
   if ok then
     out[at] = res
     ki = next_ki
