@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -358,5 +359,34 @@ func TestTopKeysBounded(t *testing.T) {
 	}
 	if top := tk.top(now.Add(4*time.Minute), 3); len(top) == 0 {
 		t.Errorf("top after 4 minutes is empty, want the last 5 minutes kept")
+	}
+}
+
+// TestAccessLogBoundsClientFields is issue 12 item 7: what a client sends
+// (the method, a raw key) reaches the access log cut to maxLogField bytes
+// with a marker, so a 1 MiB method does not write a 1 MiB line.
+func TestAccessLogBoundsClientFields(t *testing.T) {
+	var buf bytes.Buffer
+	cfg := adminConfig()
+	cfg.Server.AccessLog = config.AccessLog{Sample: 1, RawKeys: true}
+	cfg.Server.MaxHeaderBytes = 4 << 20
+	g, err := New(cfg, Deps{AccessLogger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	call(t, g, strings.Repeat("M", 1<<20), "/api/x", "", "X-User", "u")
+	call(t, g, "GET", "/api/x", "", "X-User", strings.Repeat("k", 1<<20))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d access lines, want 2", len(lines))
+	}
+	for i, field := range []string{"method", "keys"} {
+		if n := len(lines[i]); n > 2*maxLogField+200 {
+			t.Errorf("line %d (long %s) is %d bytes, want at most %d", i, field, n, 2*maxLogField+200)
+		}
+		if want := fmt.Sprintf("[truncated, %d bytes]", 1<<20); !strings.Contains(lines[i], want) {
+			t.Errorf("line %d (long %s) has no %q marker: %.300s", i, field, want, lines[i])
+		}
 	}
 }
