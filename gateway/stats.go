@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
@@ -159,7 +160,7 @@ func (g *Gateway) configSummary() configSummary {
 	_, summary, _ := strings.Cut(g.cfg.Summary(""), "ok: ")
 	cs := configSummary{Summary: summary, Effective: g.cfg.Effective()}
 	for _, rc := range g.cfg.Routes {
-		r := routeConfig{ID: rc.ID, Path: rc.Match.Path, Target: rc.Upstream}
+		r := routeConfig{ID: rc.ID, Path: rc.Match.Path, Target: config.RedactAddress(rc.Upstream)}
 		if rc.Respond != nil {
 			r.Target = "respond " + http.StatusText(rc.Respond.Status)
 		}

@@ -130,6 +130,13 @@ func TestServeReloadsAndStops(t *testing.T) {
 	os.WriteFile(path, []byte("routes: [\n"), 0o600)
 	sigs <- syscall.SIGHUP
 	sigs <- syscall.SIGHUP
+	// The reload log never repeats a password (issue 12 item 12).
+	os.WriteFile(path, []byte("routes:\n  - {id: x, match: {path: /x}, upstream: \"http://u:S3CRET@127.0.0.1:1\"}\n"), 0o600)
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGHUP
+	if l := logs.String(); strings.Contains(l, "S3CRET") || !strings.Contains(l, "u:xxxxx@") {
+		t.Errorf("the reload log repeats a password, or names no upstream:\n%s", l)
+	}
 	if got := body(t, base+"/hello"); got != "two" {
 		t.Errorf("after a reload and a broken file: %q, want \"two\"", got)
 	}
