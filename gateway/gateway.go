@@ -161,7 +161,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		}
 		final = newProxyHandler(proxyConfig{
 			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
-			preserveHost: rc.PreserveHost, timeout: rc.Timeout,
+			preserveHost: rc.PreserveHost, timeout: rc.Timeout, ip: ip,
 		}, transport, g.metrics, g.log)
 	}
 	limits, err := g.limits(rc)
