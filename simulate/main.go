@@ -17,8 +17,8 @@ import (
 // Exit codes of Main.
 const (
 	ExitOK    = 0
-	ExitError = 1 // bad input or a failed run
-	ExitUsage = 2 // bad flags
+	ExitError = 1 // a config or trace file that cannot be used, or a failed run
+	ExitUsage = 2 // bad flags or flag values (policy, pattern, durations)
 )
 
 const usage = `usage: sluice simulate [policies] [traffic] [output]
@@ -238,17 +238,20 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 		for _, s := range o.policies {
 			sp, perr := ParsePolicy(s)
 			if perr != nil {
-				return nil, perr
+				return nil, usageError{perr.Error()}
 			}
 			specs = append(specs, sp)
 		}
 	}
 	if err != nil {
-		return nil, err
+		if o.config != "" {
+			return nil, err // the file's problem, not the flags'
+		}
+		return nil, usageError{err.Error()}
 	}
 	if o.measure != 0 {
 		if o.measure < time.Microsecond {
-			return nil, fmt.Errorf("--measure must be at least 1µs, got %v", o.measure)
+			return nil, usageError{fmt.Sprintf("--measure must be at least 1µs, got %v", o.measure)}
 		}
 		for i := range specs {
 			specs[i].Window = o.measure
@@ -322,6 +325,16 @@ func (o *opts) simulation(lookup func(string) (string, bool)) (Simulation, error
 	sim := Simulation{Pattern: p, Specs: specs, Step: o.step}
 	if (o.trace != "") != (p.Kind == Trace) {
 		return Simulation{}, usageError{"--trace FILE goes with --pattern trace"}
+	}
+	if o.step < time.Microsecond {
+		return Simulation{}, usageError{fmt.Sprintf("--step must be at least 1µs, got %v", o.step)}
+	}
+	if p.Kind != Trace {
+		// The flags describe the pattern: a pattern they cannot make is a
+		// usage error, found before the run.
+		if _, err := p.Events(); err != nil {
+			return Simulation{}, usageError{"pattern: " + err.Error()}
+		}
 	}
 	if o.trace != "" {
 		f, err := os.Open(o.trace)
