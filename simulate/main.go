@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,7 +51,7 @@ traffic:
   --trace FILE    CSV rows time,key,cost (time in seconds or as a duration)
 
 output:
-  --step D        timeline step (default 1s)
+  --step D        timeline step (default 1s; boundary: the spread, W/10)
   --table=false   summary only, no timeline
   --svg FILE      write a chart (one panel per policy) as SVG
   --png FILE      write the chart as PNG
@@ -323,6 +324,12 @@ func (o *opts) simulation(lookup func(string) (string, bool)) (Simulation, error
 		}
 	}
 	sim := Simulation{Pattern: p, Specs: specs, Step: o.step}
+	if p.Kind == Boundary && !o.set["step"] {
+		// A step as long as one side of the attack (the spread, W/10 by
+		// default) puts each burst in a row of its own; a 1s step would hide
+		// a boundary burst of a short window inside one row.
+		sim.Step = max(cmp.Or(p.Spread, p.Window/10), time.Microsecond)
+	}
 	if (o.trace != "") != (p.Kind == Trace) {
 		return Simulation{}, usageError{"--trace FILE goes with --pattern trace"}
 	}

@@ -129,3 +129,27 @@ func TestSeed(t *testing.T) {
 		t.Errorf("runs with --seed 42 and --seed 43 are identical")
 	}
 }
+
+// TestBoundaryDefaultStep is issue 12 item 20: without --step, the boundary
+// pattern's timeline steps by W/10 (or --spread), so the two bursts on each
+// side of the boundary show in rows of their own.
+func TestBoundaryDefaultStep(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		rows []string
+	}{
+		{[]string{"--algorithm", "fixed_window", "--limit", "10", "--window", "1s", "--pattern", "boundary"}, []string{"\n900ms ", "\n1s ", "\n1.1s "}},
+		{[]string{"--algorithm", "fixed_window", "--limit", "10", "--window", "1m", "--pattern", "boundary", "--spread", "1s"}, []string{"\n59s ", "\n1m0s ", "\n1m1s "}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(tt.args, &stdout, &stderr); code != ExitOK {
+			t.Fatalf("Main(%q) = %d: %s", tt.args, code, stderr.String())
+		}
+		for _, row := range tt.rows {
+			if !strings.Contains(stdout.String(), row) {
+				t.Errorf("Main(%q): no timeline row %q:\n%s", tt.args, strings.TrimSpace(row), stdout.String())
+			}
+		}
+	}
+}
