@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -282,7 +283,7 @@ func TestDashboardAndStats(t *testing.T) {
 	if diff := cmp.Diff(routeView{Route: "api", Admitted: 4, Denied: 2, ShadowDenied: 1}, s.Routes[0]); diff != "" {
 		t.Errorf("route counters (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]topKey{{Route: "api", Key: []string{"u1"}, Denied: 2}}, s.TopKeys); diff != "" {
+	if diff := cmp.Diff([]topKey{{Route: "api", Key: []string{hashKey([]string{"u1"})}, Denied: 2}}, s.TopKeys); diff != "" {
 		t.Errorf("top keys (-want +got):\n%s", diff)
 	}
 	if !s.Store.Healthy || s.Store.Type != "memory" || s.Config.Summary == "" || len(s.Config.Routes) != 2 {
@@ -387,6 +388,42 @@ func TestAccessLogBoundsClientFields(t *testing.T) {
 		}
 		if want := fmt.Sprintf("[truncated, %d bytes]", 1<<20); !strings.Contains(lines[i], want) {
 			t.Errorf("line %d (long %s) has no %q marker: %.300s", i, field, want, lines[i])
+		}
+	}
+}
+
+// TestStatsKeysHashed is issue 12 item 19: the dashboard's data shows keys
+// (top limited keys, overrides) hashed as the access log does, unless
+// server.access_log.raw_keys; a key on a shared screen is a leak.
+func TestStatsKeysHashed(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		cfg := adminConfig()
+		cfg.Server.AccessLog.RawKeys = raw
+		g := newTestGateway(t, cfg)
+		for range 5 {
+			call(t, g, "GET", "/api/x", "", "X-User", "secret-user")
+		}
+		if code, _, _ := call(t, g.admin, "PUT", "/admin/v1/overrides/api/secret-vip", `{"policy":"vip"}`, bearer...); code/100 != 2 {
+			t.Fatalf("PUT override = %d", code)
+		}
+		_, body, _ := call(t, g.admin, "GET", "/admin/v1/stats", "", bearer...)
+		var s struct {
+			TopKeys   []topKey   `json:"top_keys"`
+			Overrides []override `json:"overrides"`
+			Hashed    bool       `json:"keys_hashed"`
+		}
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatal(err)
+		}
+		wantTop, wantOverride := []string{hashKey([]string{"secret-user"})}, []string{hashKey([]string{"secret-vip"})}
+		if raw {
+			wantTop, wantOverride = []string{"secret-user"}, []string{"secret-vip"}
+		}
+		if len(s.TopKeys) != 1 || !slices.Equal(s.TopKeys[0].Key, wantTop) || len(s.Overrides) != 1 || !slices.Equal(s.Overrides[0].Key, wantOverride) || s.Hashed == raw {
+			t.Errorf("raw_keys=%v: stats top keys %v, overrides %v, keys_hashed %v; want keys %v and %v", raw, s.TopKeys, s.Overrides, s.Hashed, wantTop, wantOverride)
+		}
+		if !raw && strings.Contains(body, "secret-") {
+			t.Errorf("raw_keys=false: stats carry a raw key:\n%s", body)
 		}
 	}
 }

@@ -71,13 +71,18 @@ func (s *stats) record(now time.Time, ev *httplimit.Event) {
 // statsView is the answer of GET /admin/v1/stats.
 type statsView struct {
 	// Time is the server's time in Unix milliseconds.
-	Time      int64         `json:"time"`
-	Routes    []routeView   `json:"routes"`
-	TopKeys   []topKey      `json:"top_keys"`
-	TopWindow int           `json:"top_window_seconds"`
-	Store     storeView     `json:"store"`
-	Overrides []override    `json:"overrides"`
-	Config    configSummary `json:"config"`
+	Time    int64       `json:"time"`
+	Routes  []routeView `json:"routes"`
+	TopKeys []topKey    `json:"top_keys"`
+	// KeysHashed reports that the keys of TopKeys and Overrides are shown
+	// as the access log shows them, hashed (see hashKey), because
+	// server.access_log.raw_keys is off: the dashboard may be on a shared
+	// screen.
+	KeysHashed bool          `json:"keys_hashed"`
+	TopWindow  int           `json:"top_window_seconds"`
+	Store      storeView     `json:"store"`
+	Overrides  []override    `json:"overrides"`
+	Config     configSummary `json:"config"`
 }
 
 type routeView struct {
@@ -130,6 +135,15 @@ func (g *Gateway) statsView(r *http.Request) statsView {
 		TopWindow: int(topSpan/time.Second) * topSpans,
 		Overrides: g.store.overrides.list(),
 		Config:    g.configSummary(),
+	}
+	if !g.cfg.Server.AccessLog.RawKeys {
+		v.KeysHashed = true
+		for i := range v.TopKeys {
+			v.TopKeys[i].Key = []string{hashKey(v.TopKeys[i].Key)}
+		}
+		for i := range v.Overrides {
+			v.Overrides[i].Key = []string{hashKey(v.Overrides[i].Key)}
+		}
 	}
 	for _, rt := range g.routes {
 		c := g.stats.routes[rt.id]
