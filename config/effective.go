@@ -44,7 +44,7 @@ func (c *Config) Effective() string {
 	w.kv(1, "on_error", quote(st.OnError))
 	w.line(1, "redis:")
 	w.kv(2, "mode", quote(st.Redis.Mode))
-	w.kv(2, "addrs", flowList(st.Redis.Addrs))
+	w.kv(2, "addrs", flowList(RedactAddresses(st.Redis.Addrs)))
 	w.kv(2, "master_name", quote(st.Redis.MasterName))
 	w.kv(2, "username", quote(st.Redis.Username))
 	w.kv(2, "password", secret(st.Redis.Password))
@@ -82,7 +82,7 @@ func (w *yamlWriter) route(r Route) {
 	w.kv(3, "headers", flowMap(r.Match.Headers))
 	w.kv(3, "allow_encoded_slash", strconv.FormatBool(r.Match.AllowEncodedSlash))
 	if r.Respond == nil {
-		w.kv(2, "upstream", quote(r.Upstream))
+		w.kv(2, "upstream", quote(RedactAddress(r.Upstream)))
 		w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))
 		w.kv(2, "timeout", duration(r.Timeout))
 		w.kv(2, "preserve_host", strconv.FormatBool(r.PreserveHost))

@@ -271,7 +271,10 @@ func (v *validator) store(s *Store) {
 	for i, a := range r.Addrs {
 		host, port, err := net.SplitHostPort(a)
 		n, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		switch {
+		case strings.Contains(a, "@") || strings.Contains(a, "://"):
+			v.errf(fmt.Sprintf("store.redis.addrs[%d]", i), "%q is not host:port: give the address alone, and credentials in store.redis.username and store.redis.password", RedactAddress(a))
+		case err != nil || host == "" || perr != nil || n < 1 || n > 65535:
 			v.errf(fmt.Sprintf("store.redis.addrs[%d]", i), "%q is not host:port with a port from 1 to 65535 (e.g. 127.0.0.1:6379)", a)
 		}
 	}
@@ -608,28 +611,30 @@ func checkPathPattern(s string) error {
 	return nil
 }
 
-// checkUpstream checks an upstream URL.
+// checkUpstream checks an upstream URL. Its messages quote the URL with any
+// password redacted.
 func checkUpstream(s string) error {
 	u, err := url.Parse(s)
+	q := RedactAddress(s)
 	if err != nil {
-		return fmt.Errorf("upstream %q is not a valid URL: %v", s, unwrapURLError(err))
+		return fmt.Errorf("upstream %q is not a valid URL: %v", q, unwrapURLError(err))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("upstream %q must be an http:// or https:// URL", s)
+		return fmt.Errorf("upstream %q must be an http:// or https:// URL", q)
 	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("upstream %q has no host", s)
+		return fmt.Errorf("upstream %q has no host", q)
 	case u.User != nil:
-		return fmt.Errorf("upstream %q must not carry credentials", s)
+		return fmt.Errorf("upstream %q must not carry credentials", q)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return fmt.Errorf("upstream %q must not have a query or fragment", s)
+		return fmt.Errorf("upstream %q must not have a query or fragment", q)
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("upstream %q: port %q is not from 1 to 65535", s, port)
+			return fmt.Errorf("upstream %q: port %q is not from 1 to 65535", q, port)
 		}
 	} else if strings.HasSuffix(u.Host, ":") {
-		return fmt.Errorf("upstream %q has an empty port", s)
+		return fmt.Errorf("upstream %q has an empty port", q)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -104,30 +105,11 @@ func (p *pageProblems) listen(ev any) {
 	}
 }
 
-// TestDashboardInBrowser opens the dashboard in headless Chromium with HTTP
-// Basic auth, drives traffic until the route's chart shows denials, saves a
-// screenshot and fails on any console error or failed request.
-func TestDashboardInBrowser(t *testing.T) {
-	chromium := findChromium(t)
-	p := start(t, adminHeader+`
-policies:
-  per-user: {algorithm: token_bucket, capacity: 5, rate: 2}
-  global:   {algorithm: fixed_window, limit: 12, window: 10s}
-routes:
-  - id: api
-    match: {path: /api/**}
-    respond: {status: 200, body: "ok\n"}
-    limits:
-      - {policy: per-user, key: header:X-User-Id}
-      - {policy: global, key: "const:all", shadow: true}
-  - id: hello
-    match: {path: /hello}
-    respond: {status: 200, body: "hello\n"}
-    limits: [{policy: per-user, key: ip}]
-`)
-
+// newBrowser starts headless Chromium for one test (stopped at its end) and
+// returns its context and the problems its page listener collects.
+func newBrowser(t *testing.T, chromium string) (context.Context, *pageProblems) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),
 		chromedp.Flag("headless", true),
@@ -145,27 +127,67 @@ routes:
 		chromedp.WindowSize(1280, 1000),
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	var problems pageProblems
+	t.Cleanup(acancel)
+	problems := &pageProblems{}
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf), chromedp.WithListener(problems.listen))
-	defer bcancel()
+	t.Cleanup(bcancel)
+	return bctx, problems
+}
 
+// watchPage turns on the events pageProblems listens to and, when auth is
+// not empty, sends it as the Authorization header of every request.
+func watchPage(auth string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
+			return err
+		}
+		if _, err := cdp.Call(ctx, tg, runtime.Enable, cdp.Empty{}); err != nil {
+			return err
+		}
+		if _, err := cdp.Call(ctx, tg, cdplog.Enable, cdp.Empty{}); err != nil {
+			return err
+		}
+		if auth == "" {
+			return nil
+		}
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}})
+		return err
+	})
+}
+
+// TestDashboardInBrowser opens the dashboard in headless Chromium with HTTP
+// Basic auth, drives traffic until the route's chart shows denials, saves a
+// screenshot and fails on any console error or failed request.
+func TestDashboardInBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	p := start(t, `
+server:
+  listen: "127.0.0.1:0"
+  shutdown_timeout: 10s
+  access_log: {raw_keys: true}   # the dashboard shows keys as they are
+admin:
+  listen: "127.0.0.1:0"
+  token: "e2e-token"
+policies:
+  per-user: {algorithm: token_bucket, capacity: 5, rate: 2}
+  global:   {algorithm: fixed_window, limit: 12, window: 10s}
+routes:
+  - id: api
+    match: {path: /api/**}
+    respond: {status: 200, body: "ok\n"}
+    limits:
+      - {policy: per-user, key: header:X-User-Id}
+      - {policy: global, key: "const:all", shadow: true}
+  - id: hello
+    match: {path: /hello}
+    respond: {status: 200, body: "hello\n"}
+    limits: [{policy: per-user, key: ip}]
+`)
+
+	bctx, problems := newBrowser(t, chromium)
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:e2e-token"))
 	if err := chromedp.Do(bctx,
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
-				return err
-			}
-			if _, err := cdp.Call(ctx, tg, runtime.Enable, cdp.Empty{}); err != nil {
-				return err
-			}
-			if _, err := cdp.Call(ctx, tg, cdplog.Enable, cdp.Empty{}); err != nil {
-				return err
-			}
-			// HTTP Basic auth with the admin token as the password, on every request.
-			_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": basic}})
-			return err
-		}),
+		watchPage(basic),
 		chromedp.Navigate(p.admin+"/admin/"),
 		chromedp.WaitVisible(`#charts .chart[data-route="api"] canvas`),
 	); err != nil {
@@ -223,6 +245,65 @@ routes:
 	t.Logf("screenshot: %s (%d bytes)", path, len(png))
 	if len(png) < 10000 {
 		t.Errorf("screenshot is only %d bytes", len(png))
+	}
+	for _, pr := range problems.all() {
+		t.Errorf("page problem: %s", pr)
+	}
+}
+
+// TestDashboardCredentialsURLHashedKeys is issue 12 item 19: the dashboard
+// works when opened through a URL that carries the credentials
+// (http://admin:TOKEN@host/admin/), and without access_log.raw_keys it
+// shows the top limited key hashed as the access log writes it, never the
+// key itself.
+func TestDashboardCredentialsURLHashedKeys(t *testing.T) {
+	chromium := findChromium(t)
+	p := start(t, `
+server:
+  listen: "127.0.0.1:0"
+  shutdown_timeout: 10s
+  access_log: {sample: 1}
+admin:
+  listen: "127.0.0.1:0"
+  token: "e2e-token"
+policies:
+  per-user: {algorithm: token_bucket, capacity: 2, rate: 0.01}
+routes:
+  - id: api
+    match: {path: /api/**}
+    respond: {status: 200, body: "ok\n"}
+    limits: [{policy: per-user, key: header:X-User-Id}]
+`)
+	for range 4 {
+		get(t, p.base+"/api/items", "X-User-Id", "mallory-secret-key")
+	}
+	// The access log's form of the key: every logged request names it.
+	m := regexp.MustCompile(`keys=\[([0-9a-f]{16})\]`).FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no hashed key in the access log:\n%s", p.logs)
+	}
+	hashed := m[1]
+
+	bctx, problems := newBrowser(t, chromium)
+	withCreds := strings.Replace(p.admin, "http://", "http://admin:e2e-token@", 1) + "/admin/"
+	if err := chromedp.Do(bctx,
+		watchPage(""),
+		chromedp.Navigate(withCreds),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#topkeys tbody td.key')?.textContent === '`+hashed+`'`,
+			chromedp.WithPollingTimeout(20*time.Second)),
+	); err != nil {
+		page, _ := chromedp.Run(bctx, chromedp.Text(`body`))
+		t.Fatalf("the dashboard opened with credentials in its URL never showed the hashed key %s: %v\nproblems: %v\npage: %s", hashed, err, problems.all(), page)
+	}
+	page, err := chromedp.Run(bctx, chromedp.Text(`body`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, "mallory-secret-key") {
+		t.Errorf("the dashboard shows the raw key:\n%s", page)
+	}
+	if !strings.Contains(page, "key (hashed)") {
+		t.Errorf("the dashboard does not say its keys are hashed:\n%s", page)
 	}
 	for _, pr := range problems.all() {
 		t.Errorf("page problem: %s", pr)

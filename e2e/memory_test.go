@@ -116,6 +116,9 @@ func check429(t *testing.T, r response, policies ...string) {
 	var raw map[string]any
 	json.Unmarshal([]byte(r.body), &raw)
 	detail := fmt.Sprintf("Rate limit exceeded. Please retry after %d seconds.", ra)
+	if ra == 1 {
+		detail = "Rate limit exceeded. Please retry after 1 second."
+	}
 	if body.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" || body.Title != "Too Many Requests" ||
 		body.Status != 429 || body.Error != "Too Many Requests" || body.Detail != detail || body.Message != detail ||
 		raw["retry_after"] != float64(ra) || strings.Join(body.Violated, ",") != strings.Join(policies, ",") {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,5 +114,35 @@ func TestQuickstartAsDocumented(t *testing.T) {
 	}
 	if got := p.metric(`sluice_decisions_total{policy="global",result="allowed",route="api"}`); got != "1" {
 		t.Errorf("global allowed on api = %q, want 1", got)
+	}
+	checkREADMEMetricsGrep(t, get(t, p.admin+"/metrics").body)
+}
+
+// checkREADMEMetricsGrep runs the README's `curl …/metrics | grep PATTERN`
+// line on metrics and checks that it prints the lines the README shows
+// (values aside: they depend on the session's timing).
+func checkREADMEMetricsGrep(t *testing.T, metrics string) {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^\\$ curl -s localhost:9090/metrics \\| grep '?([^'\\s]+)'?\n((?:[^$`].*\n)+)").FindStringSubmatch(string(readme))
+	if m == nil {
+		t.Fatal("README.md has no `$ curl -s localhost:9090/metrics | grep PATTERN` line followed by its output")
+	}
+	pattern := regexp.MustCompile(m[1])
+	name := func(line string) string { return line[:max(strings.LastIndexByte(line, ' '), 0)] }
+	var shown, printed []string
+	for _, l := range strings.Split(strings.TrimSuffix(m[2], "\n"), "\n") {
+		shown = append(shown, name(l))
+	}
+	for _, l := range strings.Split(metrics, "\n") {
+		if pattern.MatchString(l) {
+			printed = append(printed, name(l))
+		}
+	}
+	if strings.Join(shown, "\n") != strings.Join(printed, "\n") {
+		t.Errorf("README's grep %q shows\n%s\nbut prints\n%s", m[1], strings.Join(shown, "\n"), strings.Join(printed, "\n"))
 	}
 }

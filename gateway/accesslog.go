@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
@@ -63,7 +65,7 @@ func (g *Gateway) observeAccess(r *http.Request, ev *httplimit.Event) {
 		case v.Anonymous:
 			e.keys = append(e.keys, "anonymous")
 		case g.cfg.Server.AccessLog.RawKeys:
-			e.keys = append(e.keys, strings.Join(v.Key, ","))
+			e.keys = append(e.keys, clipLogField(strings.Join(v.Key, ",")))
 		default:
 			e.keys = append(e.keys, hashKey(v.Key))
 		}
@@ -85,10 +87,27 @@ func hashKey(parts []string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// maxLogField bounds each client-controlled field of an access record (the
+// method, a raw key): a longer value is cut to this many bytes and marked.
+const maxLogField = 256
+
+// clipLogField returns s, or its first maxLogField bytes (cut back to a
+// UTF-8 boundary) followed by "…[truncated, N bytes]" where N is len(s).
+func clipLogField(s string) string {
+	if len(s) <= maxLogField {
+		return s
+	}
+	cut := maxLogField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated, " + strconv.Itoa(len(s)) + " bytes]"
+}
+
 // logAccess writes the record of one request.
 func (g *Gateway) logAccess(r *http.Request, e *accessEntry, route string, status int) {
 	attrs := []slog.Attr{
-		slog.String("method", r.Method),
+		slog.String("method", clipLogField(r.Method)),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Float64("latency_ms", float64(time.Since(e.start).Microseconds())/1000),

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"crypto/subtle"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sluice-gw/sluice/config"
@@ -47,9 +45,7 @@ func (g *Gateway) adminHandler() http.Handler {
 			httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")
 			return
 		}
-		if !authorized(r, token) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="sluice"`)
-			httplimit.WriteProblem(w, http.StatusUnauthorized, "A valid admin token is required.")
+		if !g.logins.admit(w, r, token) {
 			return
 		}
 		// A query that does not parse is 400 for all of /admin/, not only
@@ -64,19 +60,4 @@ func (g *Gateway) adminHandler() http.Handler {
 		httplimit.WriteProblem(w, http.StatusNotFound, "Not found.")
 	})
 	return mux
-}
-
-// authorized reports whether r carries token as a Bearer token or as the
-// password of HTTP Basic auth (SPEC §6), compared in constant time. The
-// scheme is case-insensitive (RFC 9110 §11.1): "bearer tok" is accepted,
-// as r.BasicAuth already accepts "basic ...".
-func authorized(r *http.Request, token string) bool {
-	given := ""
-	scheme, rest, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if strings.EqualFold(scheme, "Bearer") {
-		given = strings.TrimLeft(rest, " ") // credentials follow 1*SP
-	} else if _, pw, ok := r.BasicAuth(); ok {
-		given = pw
-	}
-	return given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(token)) == 1
 }

@@ -43,7 +43,7 @@ func (g *Gateway) writeAPIError(w http.ResponseWriter, r *http.Request, err erro
 		httplimit.WriteProblem(w, ae.status, ae.msg)
 		return
 	}
-	g.log.Warn("admin API: store failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	g.log.Warn("admin API: store failed", "method", clipLogField(r.Method), "path", clipLogField(r.URL.Path), "error", err)
 	w.Header().Set("Retry-After", "1")
 	httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store did not answer: "+err.Error())
 }

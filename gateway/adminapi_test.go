@@ -3,10 +3,12 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,7 +283,7 @@ func TestDashboardAndStats(t *testing.T) {
 	if diff := cmp.Diff(routeView{Route: "api", Admitted: 4, Denied: 2, ShadowDenied: 1}, s.Routes[0]); diff != "" {
 		t.Errorf("route counters (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]topKey{{Route: "api", Key: []string{"u1"}, Denied: 2}}, s.TopKeys); diff != "" {
+	if diff := cmp.Diff([]topKey{{Route: "api", Key: []string{hashKey([]string{"u1"})}, Denied: 2}}, s.TopKeys); diff != "" {
 		t.Errorf("top keys (-want +got):\n%s", diff)
 	}
 	if !s.Store.Healthy || s.Store.Type != "memory" || s.Config.Summary == "" || len(s.Config.Routes) != 2 {
@@ -358,5 +360,70 @@ func TestTopKeysBounded(t *testing.T) {
 	}
 	if top := tk.top(now.Add(4*time.Minute), 3); len(top) == 0 {
 		t.Errorf("top after 4 minutes is empty, want the last 5 minutes kept")
+	}
+}
+
+// TestAccessLogBoundsClientFields is issue 12 item 7: what a client sends
+// (the method, a raw key) reaches the access log cut to maxLogField bytes
+// with a marker, so a 1 MiB method does not write a 1 MiB line.
+func TestAccessLogBoundsClientFields(t *testing.T) {
+	var buf bytes.Buffer
+	cfg := adminConfig()
+	cfg.Server.AccessLog = config.AccessLog{Sample: 1, RawKeys: true}
+	cfg.Server.MaxHeaderBytes = 4 << 20
+	g, err := New(cfg, Deps{AccessLogger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	call(t, g, strings.Repeat("M", 1<<20), "/api/x", "", "X-User", "u")
+	call(t, g, "GET", "/api/x", "", "X-User", strings.Repeat("k", 1<<20))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d access lines, want 2", len(lines))
+	}
+	for i, field := range []string{"method", "keys"} {
+		if n := len(lines[i]); n > 2*maxLogField+200 {
+			t.Errorf("line %d (long %s) is %d bytes, want at most %d", i, field, n, 2*maxLogField+200)
+		}
+		if want := fmt.Sprintf("[truncated, %d bytes]", 1<<20); !strings.Contains(lines[i], want) {
+			t.Errorf("line %d (long %s) has no %q marker: %.300s", i, field, want, lines[i])
+		}
+	}
+}
+
+// TestStatsKeysHashed is issue 12 item 19: the dashboard's data shows keys
+// (top limited keys, overrides) hashed as the access log does, unless
+// server.access_log.raw_keys; a key on a shared screen is a leak.
+func TestStatsKeysHashed(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		cfg := adminConfig()
+		cfg.Server.AccessLog.RawKeys = raw
+		g := newTestGateway(t, cfg)
+		for range 5 {
+			call(t, g, "GET", "/api/x", "", "X-User", "secret-user")
+		}
+		if code, _, _ := call(t, g.admin, "PUT", "/admin/v1/overrides/api/secret-vip", `{"policy":"vip"}`, bearer...); code/100 != 2 {
+			t.Fatalf("PUT override = %d", code)
+		}
+		_, body, _ := call(t, g.admin, "GET", "/admin/v1/stats", "", bearer...)
+		var s struct {
+			TopKeys   []topKey   `json:"top_keys"`
+			Overrides []override `json:"overrides"`
+			Hashed    bool       `json:"keys_hashed"`
+		}
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatal(err)
+		}
+		wantTop, wantOverride := []string{hashKey([]string{"secret-user"})}, []string{hashKey([]string{"secret-vip"})}
+		if raw {
+			wantTop, wantOverride = []string{"secret-user"}, []string{"secret-vip"}
+		}
+		if len(s.TopKeys) != 1 || !slices.Equal(s.TopKeys[0].Key, wantTop) || len(s.Overrides) != 1 || !slices.Equal(s.Overrides[0].Key, wantOverride) || s.Hashed == raw {
+			t.Errorf("raw_keys=%v: stats top keys %v, overrides %v, keys_hashed %v; want keys %v and %v", raw, s.TopKeys, s.Overrides, s.Hashed, wantTop, wantOverride)
+		}
+		if !raw && strings.Contains(body, "secret-") {
+			t.Errorf("raw_keys=false: stats carry a raw key:\n%s", body)
+		}
 	}
 }

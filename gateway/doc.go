@@ -43,7 +43,8 @@
 // Request headers: SPEC §4 bounds the request line and headers at 16 KiB
 // (server.max_header_bytes) with a JSON 431. Go's http.Server answers an
 // oversize header block itself in plain text, so the Server lets it read up
-// to 1 MiB more and the Gateway measures each request (request line, Host
-// and every header as sent in HTTP/1.1) and answers 431 itself. Only header
-// blocks beyond that (over about 1 MiB) get Go's plain-text 431.
+// to twice the bound and the Gateway measures each request (request line,
+// Host and every header as sent in HTTP/1.1) and answers 431 itself. Only
+// header blocks beyond that get Go's plain-text 431; the server never
+// buffers more than about twice the bound for a connection's headers.
 package gateway

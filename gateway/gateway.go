@@ -65,6 +65,7 @@ type Gateway struct {
 	maxHeaderBytes int
 	clock          ratelimit.Clock
 	stats          *stats
+	logins         *loginGuard
 	accessLog      *slog.Logger
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
@@ -136,6 +137,13 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		ids[i] = rt.id
 	}
 	g.stats = newStats(ids)
+	if p := deps.Previous; p != nil && p.logins != nil {
+		g.logins = p.logins
+		p.logins.handed.Store(true)
+	} else if g.logins, err = newLoginGuard(deps.Clock); err != nil {
+		g.store.release()
+		return nil, fmt.Errorf("gateway: admin login limit: %w", err)
+	}
 	g.admin = g.adminHandler()
 	return g, nil
 }
@@ -153,7 +161,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		}
 		final = newProxyHandler(proxyConfig{
 			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
-			preserveHost: rc.PreserveHost, timeout: rc.Timeout,
+			preserveHost: rc.PreserveHost, timeout: rc.Timeout, ip: ip,
 		}, transport, g.metrics, g.log)
 	}
 	limits, err := g.limits(rc)
@@ -398,6 +406,7 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.transport.CloseIdleConnections()
+	g.logins.close()
 	return g.store.release()
 }
 

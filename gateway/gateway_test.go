@@ -278,10 +278,16 @@ func TestHeaderLimitAnswersJSON431(t *testing.T) {
 	if small.StatusCode != 200 {
 		t.Errorf("15 KiB header: status %d, want 200", small.StatusCode)
 	}
-	for _, size := range []int{16 << 10, 64 << 10} {
+	for _, size := range []int{16 << 10, 31 << 10} {
 		resp := get(size)
 		problemBody(t, resp, 431)
 		resp.Body.Close()
+	}
+	// Beyond twice the bound the server stops reading and Go answers.
+	huge := get(1 << 20)
+	huge.Body.Close()
+	if huge.StatusCode != 431 {
+		t.Errorf("1 MiB header: status %d, want 431", huge.StatusCode)
 	}
 }
 

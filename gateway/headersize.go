@@ -5,13 +5,16 @@ import "net/http"
 // defaultMaxHeaderBytes is SPEC §4's bound on the request line and headers.
 const defaultMaxHeaderBytes = 16 << 10
 
-// serverHeaderSlack is how far above a gateway's own bound the http.Server's
-// MaxHeaderBytes is set. Go answers an oversize header block itself with a
-// plain-text 431 (and it adds 4096 bytes of slack to MaxHeaderBytes); to
-// answer with SPEC §4's JSON body instead, the server reads up to the bound
-// plus this slack and the gateway measures each request itself (headerBytes).
-// Only header blocks beyond bound+slack+4096 bytes get Go's plain answer.
-const serverHeaderSlack = 1 << 20
+// serverMaxHeaderBytes returns the http.Server.MaxHeaderBytes for a gateway
+// bound of max bytes. Go answers an oversize header block itself with a
+// plain-text 431, so to answer with SPEC §4's JSON body the server reads up
+// to twice the bound (Go adds 4096 bytes of slack on top) and the gateway
+// measures each request itself (headerBytes). Header blocks beyond that get
+// Go's plain 431. The read limit is also what a connection may make the
+// server buffer before its request is parsed: Go grows the buffer for an
+// unfinished header line up to it, so it must stay a small multiple of the
+// bound, never a fixed megabyte.
+func serverMaxHeaderBytes(bound int) int { return 2 * bound }
 
 // headerBytes returns the size of r's request line and header block as sent
 // on the wire in HTTP/1.1 form: "METHOD URI PROTO\r\n", each "Name: value\r\n"

@@ -43,6 +43,9 @@ type proxyConfig struct {
 	stripPrefix  int
 	preserveHost bool
 	timeout      time.Duration
+	// ip resolves the client address for X-Real-IP and tells whether the
+	// peer is a trusted proxy; nil trusts no proxy.
+	ip *httplimit.IPResolver
 }
 
 // newProxyHandler builds the reverse proxy for one route on a shared transport.
@@ -70,6 +73,7 @@ func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metr
 				pr.Out.Header["X-Forwarded-For"] = xff
 			}
 			pr.SetXForwarded()
+			setClientAddress(pr, c.ip)
 		},
 		Transport: transport,
 		// Zero: ReverseProxy already flushes every write of a streaming
@@ -203,3 +207,18 @@ func (b *bufferPool) Get() []byte { return *b.p.Get().(*[]byte) }
 
 // Put returns buf to the pool.
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// setClientAddress sets X-Real-IP to the client address as sluice determines
+// it for `ip` keys (the peer, or the client a trusted proxy names in
+// X-Forwarded-For), replacing whatever the client sent, and passes the
+// client's Forwarded header on only from a trusted proxy (ReverseProxy has
+// removed it from the outbound request before Rewrite).
+func setClientAddress(pr *httputil.ProxyRequest, ip *httplimit.IPResolver) {
+	pr.Out.Header.Del("X-Real-IP")
+	if a, ok := ip.ClientIP(pr.In); ok {
+		pr.Out.Header.Set("X-Real-IP", a.String())
+	}
+	if fwd := pr.In.Header["Forwarded"]; len(fwd) > 0 && ip.PeerTrusted(pr.In) {
+		pr.Out.Header["Forwarded"] = fwd
+	}
+}

@@ -93,7 +93,7 @@ func logFallback(log *slog.Logger, cfg *config.Config, active bool, last *error)
 		return
 	}
 	args := []any{"on_error", cmp.Or(cfg.Store.OnError, config.OnErrorLocal), "mode", cmp.Or(string(cfg.Store.Redis.Mode), "standalone"),
-		"addrs", cfg.Store.Redis.Addrs}
+		"addrs", config.RedactAddresses(cfg.Store.Redis.Addrs)}
 	if last != nil && *last != nil {
 		args = append(args, "kind", redis.ErrorKind(*last), "error", *last)
 	}

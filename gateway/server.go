@@ -47,7 +47,7 @@ func NewServer(g *Gateway, log *slog.Logger) *Server {
 		ReadTimeout:       sc.ReadTimeout,
 		WriteTimeout:      sc.WriteTimeout,
 		IdleTimeout:       sc.IdleTimeout,
-		MaxHeaderBytes:    g.maxHeaderBytes + serverHeaderSlack,
+		MaxHeaderBytes:    serverMaxHeaderBytes(g.maxHeaderBytes),
 		ErrorLog:          errLog,
 	}
 	s.admin = &http.Server{

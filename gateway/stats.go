@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
@@ -70,13 +71,18 @@ func (s *stats) record(now time.Time, ev *httplimit.Event) {
 // statsView is the answer of GET /admin/v1/stats.
 type statsView struct {
 	// Time is the server's time in Unix milliseconds.
-	Time      int64         `json:"time"`
-	Routes    []routeView   `json:"routes"`
-	TopKeys   []topKey      `json:"top_keys"`
-	TopWindow int           `json:"top_window_seconds"`
-	Store     storeView     `json:"store"`
-	Overrides []override    `json:"overrides"`
-	Config    configSummary `json:"config"`
+	Time    int64       `json:"time"`
+	Routes  []routeView `json:"routes"`
+	TopKeys []topKey    `json:"top_keys"`
+	// KeysHashed reports that the keys of TopKeys and Overrides are shown
+	// as the access log shows them, hashed (see hashKey), because
+	// server.access_log.raw_keys is off: the dashboard may be on a shared
+	// screen.
+	KeysHashed bool          `json:"keys_hashed"`
+	TopWindow  int           `json:"top_window_seconds"`
+	Store      storeView     `json:"store"`
+	Overrides  []override    `json:"overrides"`
+	Config     configSummary `json:"config"`
 }
 
 type routeView struct {
@@ -131,6 +137,15 @@ func (g *Gateway) statsView(r *http.Request) statsView {
 		Overrides: g.store.overrides.list(),
 		Config:    g.configSummary(),
 	}
+	if !g.cfg.Server.AccessLog.RawKeys {
+		v.KeysHashed = true
+		for i := range v.TopKeys {
+			v.TopKeys[i].Key = []string{hashKey(v.TopKeys[i].Key)}
+		}
+		for i := range v.Overrides {
+			v.Overrides[i].Key = []string{hashKey(v.Overrides[i].Key)}
+		}
+	}
 	for _, rt := range g.routes {
 		c := g.stats.routes[rt.id]
 		v.Routes = append(v.Routes, routeView{Route: rt.id, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load()})
@@ -160,7 +175,7 @@ func (g *Gateway) configSummary() configSummary {
 	_, summary, _ := strings.Cut(g.cfg.Summary(""), "ok: ")
 	cs := configSummary{Summary: summary, Effective: g.cfg.Effective()}
 	for _, rc := range g.cfg.Routes {
-		r := routeConfig{ID: rc.ID, Path: rc.Match.Path, Target: rc.Upstream}
+		r := routeConfig{ID: rc.ID, Path: rc.Match.Path, Target: config.RedactAddress(rc.Upstream)}
 		if rc.Respond != nil {
 			r.Target = "respond " + http.StatusText(rc.Respond.Status)
 		}

@@ -65,6 +65,14 @@ func (ipr *IPResolver) ClientIP(r *http.Request) (netip.Addr, bool) {
 	return client, true
 }
 
+// PeerTrusted reports whether r's TCP peer (r.RemoteAddr) is inside one of
+// TrustedProxies, that is whether the forwarding headers it sends are
+// believed.
+func (ipr *IPResolver) PeerTrusted(r *http.Request) bool {
+	peer, ok := parseHostAddr(r.RemoteAddr)
+	return ok && ipr.trusted(peer)
+}
+
 // trusted reports whether a is inside one of the trusted prefixes.
 func (ipr *IPResolver) trusted(a netip.Addr) bool {
 	if ipr == nil {

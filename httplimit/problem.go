@@ -43,7 +43,7 @@ func WriteProblem(w http.ResponseWriter, status int, detail string) {
 func WriteTooManyRequests(w http.ResponseWriter, retryAfter time.Duration, violated []string) {
 	n := retryAfterSeconds(retryAfter)
 	w.Header().Set("Retry-After", strconv.FormatInt(n, 10))
-	msg := "Rate limit exceeded. Please retry after " + strconv.FormatInt(n, 10) + " seconds."
+	msg := "Rate limit exceeded. Please retry after " + seconds(n) + "."
 	t := http.StatusText(http.StatusTooManyRequests)
 	if violated == nil {
 		violated = []string{} // omitzero keeps an empty, non-nil list
@@ -65,6 +65,14 @@ func writeProblem(w http.ResponseWriter, p problem) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
 	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do about it
+}
+
+// seconds is "1 second" or "N seconds".
+func seconds(n int64) string {
+	if n == 1 {
+		return "1 second"
+	}
+	return strconv.FormatInt(n, 10) + " seconds"
 }
 
 // retryAfterSeconds is d in whole seconds, rounded up, at least 1.

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,8 +18,8 @@ import (
 // Exit codes of Main.
 const (
 	ExitOK    = 0
-	ExitError = 1 // bad input or a failed run
-	ExitUsage = 2 // bad flags
+	ExitError = 1 // a config or trace file that cannot be used, or a failed run
+	ExitUsage = 2 // bad flags or flag values (policy, pattern, durations)
 )
 
 const usage = `usage: sluice simulate [policies] [traffic] [output]
@@ -50,7 +51,7 @@ traffic:
   --trace FILE    CSV rows time,key,cost (time in seconds or as a duration)
 
 output:
-  --step D        timeline step (default 1s)
+  --step D        timeline step (default 1s; boundary: the spread, W/10)
   --table=false   summary only, no timeline
   --svg FILE      write a chart (one panel per policy) as SVG
   --png FILE      write the chart as PNG
@@ -238,17 +239,20 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 		for _, s := range o.policies {
 			sp, perr := ParsePolicy(s)
 			if perr != nil {
-				return nil, perr
+				return nil, usageError{perr.Error()}
 			}
 			specs = append(specs, sp)
 		}
 	}
 	if err != nil {
-		return nil, err
+		if o.config != "" {
+			return nil, err // the file's problem, not the flags'
+		}
+		return nil, usageError{err.Error()}
 	}
 	if o.measure != 0 {
 		if o.measure < time.Microsecond {
-			return nil, fmt.Errorf("--measure must be at least 1µs, got %v", o.measure)
+			return nil, usageError{fmt.Sprintf("--measure must be at least 1µs, got %v", o.measure)}
 		}
 		for i := range specs {
 			specs[i].Window = o.measure
@@ -320,8 +324,24 @@ func (o *opts) simulation(lookup func(string) (string, bool)) (Simulation, error
 		}
 	}
 	sim := Simulation{Pattern: p, Specs: specs, Step: o.step}
+	if p.Kind == Boundary && !o.set["step"] {
+		// A step as long as one side of the attack (the spread, W/10 by
+		// default) puts each burst in a row of its own; a 1s step would hide
+		// a boundary burst of a short window inside one row.
+		sim.Step = max(cmp.Or(p.Spread, p.Window/10), time.Microsecond)
+	}
 	if (o.trace != "") != (p.Kind == Trace) {
 		return Simulation{}, usageError{"--trace FILE goes with --pattern trace"}
+	}
+	if o.step < time.Microsecond {
+		return Simulation{}, usageError{fmt.Sprintf("--step must be at least 1µs, got %v", o.step)}
+	}
+	if p.Kind != Trace {
+		// The flags describe the pattern: a pattern they cannot make is a
+		// usage error, found before the run.
+		if _, err := p.Events(); err != nil {
+			return Simulation{}, usageError{"pattern: " + err.Error()}
+		}
 	}
 	if o.trace != "" {
 		f, err := os.Open(o.trace)

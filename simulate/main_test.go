@@ -73,9 +73,9 @@ func TestMainExitCodes(t *testing.T) {
 		{"unknown flag", []string{"--frobnicate"}, ExitUsage, "frobnicate"},
 		{"stray argument", []string{"--compare", "extra"}, ExitUsage, `unexpected argument "extra"`},
 		{"help", []string{"-h"}, ExitOK, ""},
-		{"bad policy", []string{"--policy", "token_bucket:capacity=0,rate=1"}, ExitError, "capacity must be at least 1"},
-		{"bad field", []string{"--policy", "token_bucket:size=3"}, ExitError, `unknown field "size"`},
-		{"bad pattern", []string{"--compare", "--pattern", "zigzag"}, ExitError, `unknown pattern "zigzag"`},
+		{"bad policy", []string{"--policy", "token_bucket:capacity=0,rate=1"}, ExitUsage, "capacity must be at least 1"},
+		{"bad field", []string{"--policy", "token_bucket:size=3"}, ExitUsage, `unknown field "size"`},
+		{"bad pattern", []string{"--compare", "--pattern", "zigzag"}, ExitUsage, `unknown pattern "zigzag"`},
 		{"trace without file", []string{"--compare", "--pattern", "trace"}, ExitUsage, "--trace FILE"},
 		{"missing trace", []string{"--compare", "--pattern", "trace", "--trace", "testdata/nope.csv"}, ExitError, "nope.csv"},
 		{"cost above limit", []string{"--compare", "--limit", "2", "--cost", "3"}, ExitError, "cost 3 outside 1..2"},
@@ -84,8 +84,8 @@ func TestMainExitCodes(t *testing.T) {
 		{"zero step", []string{"--compare", "--step", "0s"}, ExitUsage, "--step must be positive"},
 		{"zero cost", []string{"--compare", "--cost", "0"}, ExitUsage, "--cost must be positive, got 0"},
 		{"zero limit", []string{"--compare", "--limit", "0"}, ExitUsage, "--limit must be positive"},
-		{"too many requests", []string{"--compare", "--duration", "10000h"}, ExitError, "is 360000000 requests, more than the 20000000"},
-		{"field twice", []string{"--policy", "token_bucket:capacity=10,rate=1,capacity=20"}, ExitError, "capacity given twice"},
+		{"too many requests", []string{"--compare", "--duration", "10000h"}, ExitUsage, "is 360000000 requests, more than the 20000000"},
+		{"field twice", []string{"--policy", "token_bucket:capacity=10,rate=1,capacity=20"}, ExitUsage, "capacity given twice"},
 		{"ok", []string{"--compare", "--duration", "1s"}, ExitOK, ""},
 	}
 	for _, tt := range tests {
@@ -127,5 +127,29 @@ func TestSeed(t *testing.T) {
 	}
 	if a == c {
 		t.Errorf("runs with --seed 42 and --seed 43 are identical")
+	}
+}
+
+// TestBoundaryDefaultStep is issue 12 item 20: without --step, the boundary
+// pattern's timeline steps by W/10 (or --spread), so the two bursts on each
+// side of the boundary show in rows of their own.
+func TestBoundaryDefaultStep(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		rows []string
+	}{
+		{[]string{"--algorithm", "fixed_window", "--limit", "10", "--window", "1s", "--pattern", "boundary"}, []string{"\n900ms ", "\n1s ", "\n1.1s "}},
+		{[]string{"--algorithm", "fixed_window", "--limit", "10", "--window", "1m", "--pattern", "boundary", "--spread", "1s"}, []string{"\n59s ", "\n1m0s ", "\n1m1s "}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(tt.args, &stdout, &stderr); code != ExitOK {
+			t.Fatalf("Main(%q) = %d: %s", tt.args, code, stderr.String())
+		}
+		for _, row := range tt.rows {
+			if !strings.Contains(stdout.String(), row) {
+				t.Errorf("Main(%q): no timeline row %q:\n%s", tt.args, strings.TrimSpace(row), stdout.String())
+			}
+		}
 	}
 }

@@ -7,6 +7,11 @@
   const charts = new Map(); // route -> {plot, data, el}
   let prev = null; // previous stats answer
   let failures = 0;
+  // The stats URL is built from origin and path, never from the page's URL:
+  // a page opened as http://user:token@host/admin/ has credentials in its
+  // URL, and fetch refuses a URL that carries them (the browser sends the
+  // cached Basic credentials by itself).
+  const STATS = location.origin + location.pathname.replace(/[^/]*$/, "") + "v1/stats";
 
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -103,6 +108,10 @@
     document.getElementById("updated").textContent = "updated " + new Date(s.time).toLocaleTimeString();
 
     document.getElementById("topwindow").textContent = "(last " + Math.round(s.top_window_seconds / 60) + " min)";
+    // Keys arrive hashed unless server.access_log.raw_keys is on.
+    for (const id of ["topkeys-key", "overrides-key"]) {
+      document.getElementById(id).textContent = s.keys_hashed ? "key (hashed)" : "key";
+    }
     rows("topkeys", s.top_keys || [], (k) => [[k.route], [keyText(k.key), "key"], [String(k.denied) + (k.error ? " (±" + k.error + ")" : ""), "num"]], "no key limited", 3);
     rows("overrides", s.overrides || [], (o) => [[o.route], [keyText(o.key), "key"], [o.policy]], "none", 3);
 
@@ -115,7 +124,7 @@
 
   async function tick() {
     try {
-      const res = await fetch("v1/stats", { cache: "no-store", credentials: "same-origin" });
+      const res = await fetch(STATS, { cache: "no-store", credentials: "same-origin" });
       if (!res.ok) throw new Error("HTTP " + res.status);
       render(await res.json());
       failures = 0;

@@ -11,9 +11,9 @@ import (
 // gateway too (which dials nothing), and prints every problem as
 // FILE:LINE:COL: message to stderr, or a one-line summary to stdout.
 func runCheck(args []string, env Env) int {
-	file, ok := configFlag("check", args, "sluice.yaml", env)
+	file, code, ok := configFlag("check", args, "sluice.yaml", env)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	cfg, err := config.Load(file, env.LookupEnv)
 	if err != nil {

@@ -53,7 +53,11 @@ const usage = `usage:
   sluice [serve] [--config FILE]   run the gateway (FILE defaults to sluice.yaml)
   sluice check --config FILE       validate a config; print every problem
   sluice simulate [flags]          run policies against traffic on virtual time (see -h)
-  sluice version                   print the version
+  sluice version                   print the version (also --version)
+  sluice help                      print this list (also -h, --help)
+
+-c is short for --config. Exit status: 0 ok, 1 failure or invalid config,
+2 usage error.
 `
 
 // Run runs the command named by args (without the program name) and returns
@@ -65,6 +69,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) == 1 {
+		// Flags that stand for a command, as most CLIs accept them.
+		switch args[0] {
+		case "-h", "-help", "--help":
+			cmd, args = "help", nil
+		case "-version", "--version":
+			cmd, args = "version", nil
+		}
 	}
 	switch cmd {
 	case "serve":
@@ -81,6 +93,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Stdout, versionLine())
 		return exitOK
 	case "help":
+		if len(args) > 0 {
+			fmt.Fprintf(env.Stderr, "sluice help: unexpected argument %q\n%s", args[0], usage)
+			return exitUsage
+		}
 		fmt.Fprint(env.Stdout, usage)
 		return exitOK
 	default:
@@ -89,21 +105,30 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 }
 
-// configFlag parses "--config FILE" (also -c); def is the default file.
-func configFlag(name string, args []string, def string, env Env) (string, bool) {
+// configFlag parses "--config FILE" (also -c); def is the default file. It
+// returns the file, or, when the command must not run, its exit code: 0
+// after printing help for -h or --help on stdout, exitUsage after a usage
+// error on stderr.
+func configFlag(name string, args []string, def string, env Env) (string, int, bool) {
 	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs.SetOutput(io.Discard)
 	var file string
-	fs.StringVar(&file, "config", def, "configuration `FILE`")
-	fs.StringVar(&file, "c", def, "shorthand for --config")
+	fs.StringVar(&file, "config", def, "")
+	fs.StringVar(&file, "c", def, "")
+	help := fmt.Sprintf("usage: sluice %s [--config FILE]\n\n  --config FILE, -c FILE   the configuration file (default %s)\n", name, def)
 	if err := fs.Parse(args); err != nil {
-		return "", false
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(env.Stdout, help)
+			return "", exitOK, false
+		}
+		fmt.Fprintf(env.Stderr, "sluice %s: %v\n%s", name, err, help)
+		return "", exitUsage, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "sluice %s: unexpected argument %q\n", name, fs.Arg(0))
-		return "", false
+		fmt.Fprintf(env.Stderr, "sluice %s: unexpected argument %q\n%s", name, fs.Arg(0), help)
+		return "", exitUsage, false
 	}
-	return file, true
+	return file, exitOK, true
 }
 
 // versionLine is `sluice <version> <commit> <go version>`.

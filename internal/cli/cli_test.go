@@ -130,6 +130,13 @@ func TestServeReloadsAndStops(t *testing.T) {
 	os.WriteFile(path, []byte("routes: [\n"), 0o600)
 	sigs <- syscall.SIGHUP
 	sigs <- syscall.SIGHUP
+	// The reload log never repeats a password (issue 12 item 12).
+	os.WriteFile(path, []byte("routes:\n  - {id: x, match: {path: /x}, upstream: \"http://u:S3CRET@127.0.0.1:1\"}\n"), 0o600)
+	sigs <- syscall.SIGHUP
+	sigs <- syscall.SIGHUP
+	if l := logs.String(); strings.Contains(l, "S3CRET") || !strings.Contains(l, "u:xxxxx@") {
+		t.Errorf("the reload log repeats a password, or names no upstream:\n%s", l)
+	}
 	if got := body(t, base+"/hello"); got != "two" {
 		t.Errorf("after a reload and a broken file: %q, want \"two\"", got)
 	}
@@ -158,5 +165,44 @@ func TestServeFailsOnBadConfigOrBusyPort(t *testing.T) {
 	}
 	if _, errOut, code := run("--config", filepath.Join(t.TempDir(), "missing.yaml")); code != 1 || errOut == "" {
 		t.Errorf("serve on a missing file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCLIConventions is issue 12 item 18: help on stdout with exit 0 in
+// every usual spelling, --version, --config shown with two dashes, and
+// exit 2 for every usage error, simulate's included.
+func TestCLIConventions(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}} {
+		out, errOut, code := run(args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "sluice check --config FILE") || !strings.Contains(out, "sluice simulate") {
+			t.Errorf("sluice %s: exit %d, stdout %q, stderr %q; want the command list on stdout, exit 0", args[0], code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"serve", "--help"}, {"check", "-h"}} {
+		out, errOut, code := run(args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "--config FILE") || strings.Contains(out, "\n  -config") {
+			t.Errorf("sluice %s %s: exit %d, stdout %q, stderr %q; want help naming --config on stdout, exit 0", args[0], args[1], code, out, errOut)
+		}
+	}
+	if out, _, code := run("--version"); code != 0 || !strings.HasPrefix(out, "sluice ") {
+		t.Errorf("sluice --version: exit %d, stdout %q", code, out)
+	}
+	for _, args := range [][]string{
+		{"--bogus"},
+		{"serve", "-x"},
+		{"check", "--config"},
+		{"simulate", "--bogus"},
+		{"simulate", "--algorithm", "nope", "--limit", "1", "--window", "1s"},
+		{"simulate", "--policy", "token_bucket:capacity=x"},
+		{"simulate", "--algorithm", "token_bucket", "--capacity", "5"},
+		{"simulate", "--compare", "--pattern", "nope"},
+		{"simulate", "--compare", "--duration", "-1s"},
+		{"simulate", "--compare", "--step", "-1s"},
+		{"simulate", "--compare", "--measure", "1ns"},
+	} {
+		out, errOut, code := run(args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "usage") {
+			t.Errorf("sluice %s: exit %d, stdout %q, stderr %.200q; want exit 2 with usage on stderr", strings.Join(args, " "), code, out, errOut)
+		}
 	}
 }

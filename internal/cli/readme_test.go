@@ -39,3 +39,26 @@ func TestREADMEConfigReference(t *testing.T) {
 		t.Errorf("sluice check on README's configuration reference: exit %d\n%s", code, errb.String())
 	}
 }
+
+// TestLicense is issue 12 item 17: the repository carries the full Apache
+// License 2.0 and the README names it.
+func TestLicense(t *testing.T) {
+	lic, err := os.ReadFile("../../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(lic)
+	for _, want := range []string{"Apache License", "Version 2.0, January 2004", "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION",
+		"9. Accepting Warranty or Additional Liability.", "END OF TERMS AND CONDITIONS"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("LICENSE lacks %q: not the full Apache License 2.0", want)
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "[Apache License, Version 2.0](LICENSE)") {
+		t.Error("README.md does not name the license")
+	}
+}

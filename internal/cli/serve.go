@@ -15,9 +15,9 @@ import (
 // runServe loads the config, starts the listeners and handles signals until
 // SIGINT/SIGTERM (graceful drain, exit 0) or a fatal serve error (exit 1).
 func runServe(ctx context.Context, args []string, env Env) int {
-	file, ok := configFlag("serve", args, "sluice.yaml", env)
+	file, code, ok := configFlag("serve", args, "sluice.yaml", env)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	log := newLogger(env.Stderr)
 	cfg, err := config.Load(file, env.LookupEnv)

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// adminCall sends GET /admin/v1/stats from peer with the Authorization
+// header auth ("" for none) and returns the status and Retry-After.
+func adminCall(g *Gateway, peer, auth string) (int, string) {
+	req := httptest.NewRequest("GET", "/admin/v1/stats", nil)
+	req.RemoteAddr = peer
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	rec := httptest.NewRecorder()
+	g.admin.ServeHTTP(rec, req)
+	return rec.Code, rec.Header().Get("Retry-After")
+}
+
+// TestAdminLoginFailuresLimited is issue 12 item 13: a client that sends
+// adminLoginBurst wrong tokens is answered 429 with Retry-After, even with
+// the right token, until one failure has been forgiven; other clients and
+// requests without credentials are not affected.
+func TestAdminLoginFailuresLimited(t *testing.T) {
+	clock := ratelimit.NewManualClock(time.Unix(1764100000, 0))
+	g, err := New(adminConfig(), Deps{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	const (
+		attacker = "192.0.2.7:4000"
+		other    = "198.51.100.9:4000"
+		wrong    = "Bearer wrong-token"
+		right    = "Bearer tok"
+	)
+	for i := range adminLoginBurst {
+		if code, _ := adminCall(g, attacker, wrong); code != 401 {
+			t.Fatalf("wrong token #%d = %d, want 401", i+1, code)
+		}
+	}
+	for _, auth := range []string{wrong, right} {
+		code, ra := adminCall(g, attacker, auth)
+		if code != 429 || ra != "6" {
+			t.Errorf("after %d failures, %q = %d Retry-After %q, want 429 Retry-After 6", adminLoginBurst, auth, code, ra)
+		}
+	}
+	if code, _ := adminCall(g, other, right); code != 200 {
+		t.Errorf("another client with the right token = %d, want 200", code)
+	}
+	if code, _ := adminCall(g, "[2001:db8::2]:4000", wrong); code != 401 {
+		t.Errorf("an IPv6 client's first failure = %d, want 401", code)
+	}
+	clock.Advance(6 * time.Second)
+	if code, _ := adminCall(g, attacker, right); code != 200 {
+		t.Errorf("6s later, the right token = %d, want 200", code)
+	}
+	if code, _ := adminCall(g, attacker, wrong); code != 401 {
+		t.Errorf("6s later, one more wrong token = %d, want 401", code)
+	}
+	if code, _ := adminCall(g, attacker, wrong); code != 429 {
+		t.Errorf("then another wrong token = %d, want 429", code)
+	}
+}
+
+// TestAdminLoginWithoutCredentials: a browser's first request carries no
+// credentials and gets the 401 challenge; those never count as failures.
+func TestAdminLoginWithoutCredentials(t *testing.T) {
+	g := newTestGateway(t, adminConfig())
+	for i := range 3 * adminLoginBurst {
+		if code, _ := adminCall(g, "192.0.2.7:4000", ""); code != 401 {
+			t.Fatalf("request #%d without credentials = %d, want 401", i+1, code)
+		}
+	}
+	if code, _ := adminCall(g, "192.0.2.7:4000", "Bearer tok"); code != 200 {
+		t.Errorf("then the right token = %d, want 200", code)
+	}
+}
+
+// TestAdminTokenLengths: tokens that share a prefix with the configured one,
+// or extend it, are refused like any other wrong token.
+func TestAdminTokenLengths(t *testing.T) {
+	g := newTestGateway(t, adminConfig())
+	for i, auth := range []string{"Bearer t", "Bearer to", "Bearer tokk", "Bearer tok\x00", "Bearer TOK"} {
+		if code, _ := adminCall(g, "192.0.2."+string(rune('1'+i))+":1", auth); code != 401 {
+			t.Errorf("%q = %d, want 401", auth, code)
+		}
+	}
+}
+
+// TestAdminLoginFailuresSurviveReload: the gateway built on reload takes
+// over the failure counts, so a reload forgives nothing.
+func TestAdminLoginFailuresSurviveReload(t *testing.T) {
+	clock := ratelimit.NewManualClock(time.Unix(1764100000, 0))
+	g1, err := New(adminConfig(), Deps{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range adminLoginBurst {
+		adminCall(g1, "192.0.2.7:4000", "Bearer wrong")
+	}
+	g2, err := New(adminConfig(), Deps{Clock: clock, Previous: g1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
+	g1.Close()
+	if code, _ := adminCall(g2, "192.0.2.7:4000", "Bearer tok"); code != 429 {
+		t.Errorf("after a reload, the limited client = %d, want 429", code)
+	}
+}
