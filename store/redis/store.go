@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -61,9 +62,13 @@ type Options struct {
 	MasterName string
 	// Username and Password authenticate to Redis (AUTH, or an ACL user when
 	// Username is set). Empty means no AUTH. Sentinels are reached with the
-	// same TLS settings and no AUTH.
+	// same TLS settings and their own credentials below.
 	Username string
 	Password string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// (Sentinel mode only). Empty means no AUTH.
+	SentinelUsername string
+	SentinelPassword string
 	// DB is the database number for Standalone and Sentinel; it must be 0 for
 	// Cluster. Zero means database 0.
 	DB int
@@ -88,6 +93,10 @@ type Options struct {
 	// Zero means DefaultMaxFlushDelay; a negative value always writes at
 	// once. Unused by NewFromClient.
 	MaxFlushDelay time.Duration
+	// Logger receives the store's warnings about the deployment: an
+	// evicting maxmemory-policy, a Sentinel-mode user that may not run ROLE.
+	// Each is logged once per Store. Nil means discard.
+	Logger *slog.Logger
 	// Clock is for tests only. Nil (production) means each script reads
 	// Redis TIME, so every gateway instance shares Redis' clock. A non-nil
 	// Clock's time is passed to the scripts explicitly, so a timeline can be
@@ -129,6 +138,11 @@ type Store struct {
 	lastResolve time.Time
 	resolves    atomic.Int64                   // re-resolutions started (for tests)
 	retired     map[*time.Timer]rueidis.Client // replaced clients, closed by the timer
+	roleDenied  atomic.Bool                    // the user may not run ROLE: direct clients
+	watchOnce   sync.Once                      // starts watch with the first direct client
+
+	log  *slog.Logger
+	done chan struct{} // closed by Close
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -196,6 +210,8 @@ func New(opts Options) (*Store, error) {
 	case Sentinel:
 		s.copt.Sentinel = rueidis.SentinelOption{
 			MasterSet: opts.MasterName,
+			Username:  opts.SentinelUsername,
+			Password:  opts.SentinelPassword,
 			TLSConfig: opts.TLS,
 			Dialer:    s.copt.Dialer,
 			// Besides reacting to +switch-master, re-ask the sentinels
@@ -240,7 +256,11 @@ func newStore(opts Options) (*Store, error) {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("redis store: "+format, args...))
 	}
-	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode}
+	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode,
+		log: opts.Logger, done: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -329,7 +349,7 @@ func (s *Store) client(ctx context.Context) (*conn, error) {
 // connect sets up the client once and publishes it, or the error.
 func (s *Store) connect(done chan struct{}) {
 	defer s.wg.Done()
-	c, err := rueidis.NewClient(s.copt)
+	c, err := s.newClient()
 	if err == nil && s.mode == Cluster && c.Mode() != rueidis.ClientModeCluster {
 		err = errors.New("mode cluster, but the server is not a cluster node")
 	}
@@ -342,9 +362,6 @@ func (s *Store) connect(done chan struct{}) {
 		defer c.Close()
 	} else if c != nil {
 		cluster := c.Mode() == rueidis.ClientModeCluster
-		if s.mode == Sentinel {
-			c = &guarded{Client: c, s: s} // re-resolves on READONLY
-		}
 		s.cur.Store(&conn{c: c, cluster: cluster})
 	}
 	if err != nil {
@@ -367,6 +384,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	c := s.cur.Swap(nil)
+	close(s.done)
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.closeRetired()
