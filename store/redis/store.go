@@ -141,8 +141,9 @@ type Store struct {
 	roleDenied  atomic.Bool                    // the user may not run ROLE: direct clients
 	watchOnce   sync.Once                      // starts watch with the first direct client
 
-	log  *slog.Logger
-	done chan struct{} // closed by Close
+	log             *slog.Logger
+	done            chan struct{} // closed by Close
+	evictionChecked bool          // checkEviction ran; only connect reads it, one at a time
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -357,6 +358,10 @@ func (s *Store) connect(done chan struct{}) {
 		c.Close()
 		c = nil
 	}
+	if c != nil && !s.evictionChecked {
+		s.evictionChecked = true
+		s.checkEviction(c)
+	}
 	s.mu.Lock()
 	if s.closed && c != nil {
 		defer c.Close()
@@ -372,6 +377,25 @@ func (s *Store) connect(done chan struct{}) {
 	s.dialing = nil
 	s.mu.Unlock()
 	close(done)
+}
+
+// checkEviction warns when Redis may evict the store's keys: an evicted key
+// is a fresh budget. A user that may not run CONFIG GET (NOPERM), or any
+// other failure, skips the check quietly (at DEBUG).
+func (s *Store) checkEviction(c rueidis.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.timeout, s.copt.Dialer.Timeout))
+	defer cancel()
+	m, err := c.Do(ctx, c.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	policy, ok := m["maxmemory-policy"]
+	if err != nil || !ok {
+		s.log.Debug("redis store: maxmemory-policy not checked", "error", err)
+		return
+	}
+	if policy != "noeviction" {
+		s.log.Warn("redis store: maxmemory-policy may evict rate-limit keys, and an evicted key is a fresh budget; "+
+			"set maxmemory-policy noeviction, or give sluice a Redis of its own (see docs/operations.md)",
+			"maxmemory_policy", policy)
+	}
 }
 
 // Close releases the client (unless it came from NewFromClient), after the
