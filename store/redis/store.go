@@ -393,7 +393,7 @@ func (s *Store) checkEviction(c rueidis.Client) {
 	}
 	if policy != "noeviction" {
 		s.log.Warn("redis store: maxmemory-policy may evict rate-limit keys, and an evicted key is a fresh budget; "+
-			"set maxmemory-policy noeviction, or give sluice a Redis of its own (see docs/operations.md)",
+			"set maxmemory-policy noeviction (a cache that needs eviction belongs on another Redis; see docs/operations.md)",
 			"maxmemory_policy", policy)
 	}
 }
