@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -192,7 +193,7 @@ func (s *Store) checkRole(ctx context.Context, c net.Conn, dst string, timeout t
 	r := bufio.NewReader(c)
 	v, err := roundTrip(c, r, "ROLE")
 	if isReply(err, "NOAUTH") {
-		if err := s.authAny(c, r); err != nil {
+		if err := s.authAny(c, r, dst); err != nil {
 			return fmt.Errorf("role check: auth: %w", err)
 		}
 		v, err = roundTrip(c, r, "ROLE")
@@ -232,10 +233,15 @@ func isReply(err error, prefix string) bool {
 }
 
 // authAny authenticates c with the first credentials it takes: the data
-// nodes' or the sentinels' (the dial does not tell which kind dst is).
-func (s *Store) authAny(c net.Conn, r *bufio.Reader) error {
+// nodes' or the sentinels' (the dial does not tell which kind dst is; a
+// configured sentinel address tries the sentinels' first).
+func (s *Store) authAny(c net.Conn, r *bufio.Reader, dst string) error {
+	creds := [][2]string{{s.copt.Username, s.copt.Password}, {s.copt.Sentinel.Username, s.copt.Sentinel.Password}}
+	if slices.Contains(s.copt.InitAddress, dst) {
+		creds[0], creds[1] = creds[1], creds[0]
+	}
 	var err error = respError("NOAUTH no password configured")
-	for _, cred := range [][2]string{{s.copt.Username, s.copt.Password}, {s.copt.Sentinel.Username, s.copt.Sentinel.Password}} {
+	for _, cred := range creds {
 		if cred[1] == "" {
 			continue
 		}
