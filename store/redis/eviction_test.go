@@ -23,7 +23,9 @@ func TestEvictionPolicyWarning(t *testing.T) {
 		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, "", 1},
 		{"volatile-ttl", []string{"--maxmemory-policy", "volatile-ttl"}, "", 1},
 		{"noeviction", []string{"--maxmemory-policy", "noeviction"}, "", 0},
-		{"no CONFIG for the user", append(append([]string{"--user"}, strings.Fields(appUser)...), "--maxmemory-policy", "allkeys-lru"), "app", 0},
+		// The least-privilege user docs/operations.md recommends: keys under
+		// the prefix only, no @dangerous command (CONFIG among them).
+		{"no CONFIG for the user", []string{"--user", "app", "on", ">apw", "~acl:*", "+@all", "-@dangerous", "--maxmemory-policy", "allkeys-lru"}, "app", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,7 +34,7 @@ func TestEvictionPolicyWarning(t *testing.T) {
 			var logs logBuffer
 			opts := Options{Addrs: []string{srv.Addr()}, Logger: logs.logger()}
 			if tc.user != "" {
-				opts.Username, opts.Password = tc.user, "apw"
+				opts.Username, opts.Password, opts.Prefix = tc.user, "apw", "acl"
 			}
 			s := mustNew(t, opts)
 			p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 100, Window: time.Hour})
