@@ -174,6 +174,12 @@ type Redis struct {
 	// Password is the ACL or requirepass password; empty means none. Keep it
 	// out of the file: password: "${REDIS_PASSWORD:-}".
 	Password string `yaml:"password"`
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// themselves (their requirepass, or an ACL user); sentinel mode only.
+	// Empty means none. Keep the password out of the file:
+	// sentinel_password: "${REDIS_SENTINEL_PASSWORD:-}".
+	SentinelUsername string `yaml:"sentinel_username"`
+	SentinelPassword string `yaml:"sentinel_password"`
 	// DB is the database number, ≥ 0. Cluster mode supports only 0.
 	DB int `yaml:"db"`
 	// TLS turns on TLS to Redis (system roots, server name from the address).

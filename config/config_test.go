@@ -395,6 +395,9 @@ func TestEffectiveRoundTrip(t *testing.T) {
 			if c.Store.Redis.Password != "" {
 				c.Store.Redis.Password = redacted
 			}
+			if c.Store.Redis.SentinelPassword != "" {
+				c.Store.Redis.SentinelPassword = redacted
+			}
 			if diff := cmp.Diff(c, back, cmpopts.IgnoreUnexported(Config{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("round trip (-loaded +reparsed):\n%s", diff)
 			}

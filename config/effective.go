@@ -48,6 +48,10 @@ func (c *Config) Effective() string {
 	w.kv(2, "master_name", quote(st.Redis.MasterName))
 	w.kv(2, "username", quote(st.Redis.Username))
 	w.kv(2, "password", secret(st.Redis.Password))
+	if st.Redis.SentinelUsername != "" || st.Redis.SentinelPassword != "" {
+		w.kv(2, "sentinel_username", quote(st.Redis.SentinelUsername))
+		w.kv(2, "sentinel_password", secret(st.Redis.SentinelPassword))
+	}
 	w.kv(2, "db", strconv.Itoa(st.Redis.DB))
 	w.kv(2, "tls", strconv.FormatBool(st.Redis.TLS))
 	w.line(1, "memory:")

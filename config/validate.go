@@ -284,6 +284,17 @@ func (v *validator) store(s *Store) {
 	case r.Mode != RedisSentinel && r.MasterName != "":
 		v.errf("store.redis.master_name", "applies only to mode sentinel, not %s", r.Mode)
 	}
+	if r.Mode != RedisSentinel {
+		if r.SentinelUsername != "" {
+			v.errf("store.redis.sentinel_username", "applies only to mode sentinel, not %s (username is for the Redis servers)", r.Mode)
+		}
+		if r.SentinelPassword != "" {
+			v.errf("store.redis.sentinel_password", "applies only to mode sentinel, not %s (password is for the Redis servers)", r.Mode)
+		}
+	}
+	if r.SentinelUsername != "" && r.SentinelPassword == "" {
+		v.errf("store.redis.sentinel_username", "needs sentinel_password (an ACL user authenticates with both)")
+	}
 	switch {
 	case r.DB < 0:
 		v.errf("store.redis.db", "must be 0 or more, got %d", r.DB)

@@ -32,6 +32,10 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		DB:         rc.DB,
 		Prefix:     cfg.Store.Prefix,
 		Timeout:    cfg.Store.Timeout,
+		Logger:     log,
+
+		SentinelUsername: rc.SentinelUsername,
+		SentinelPassword: rc.SentinelPassword,
 	}
 	if rc.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

@@ -459,9 +459,16 @@ func sentinelKill(_ context.Context, e *Env) error {
 		// While it still calls itself master, no gateway key may land on it.
 		// Keys are counted only between two ROLE answers of "master": once
 		// it is a replica it loads the new master's keys, legitimately.
+		// The sentinels kill its clients when they make it a replica, so the
+		// queries re-dial on connection errors (Query), each within 5s.
 		t0 := time.Now()
+		query := func(args ...any) (any, error) {
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return old.Query(qctx, args...)
+		}
 		isMaster := func() (bool, error) {
-			role, err := old.Do("ROLE")
+			role, err := query("ROLE")
 			if err != nil {
 				return false, err
 			}
@@ -477,13 +484,13 @@ func sentinelKill(_ context.Context, e *Env) error {
 				staleFor = time.Since(t0)
 				return nil
 			}
-			n, err := old.Do("DBSIZE")
+			n, err := query("DBSIZE")
 			if err != nil {
 				return err
 			}
 			if m2, err := isMaster(); err == nil && m2 && n.(int64) > staleKeys {
 				staleKeys = n.(int64)
-				if v, err := old.Do("SCAN", 0, "COUNT", 100); err == nil {
+				if v, err := query("SCAN", 0, "COUNT", 100); err == nil {
 					if a, _ := v.([]any); len(a) == 2 {
 						staleSample = fmt.Sprint(a[1])
 					}

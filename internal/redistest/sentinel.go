@@ -38,9 +38,18 @@ type SentinelOptions struct {
 	Args []string
 
 	// Password, when not empty, is the requirepass and masterauth of the
-	// master and the replica, and the sentinels' auth-pass. The sentinels
-	// themselves need no password.
+	// master and the replica, and the sentinels' auth-pass.
 	Password string
+
+	// SentinelPassword, when not empty, is the sentinels' own requirepass
+	// (and the sentinel-pass they use with each other), as Helm charts
+	// deploy them; [Server.Do] on a sentinel authenticates with it.
+	SentinelPassword string
+
+	// Users are ACL rules for extra users of the master and the replica, one
+	// string per user in the form of the "user" directive, for example
+	// "app on >secret ~* &* +@all -@dangerous" (no spaces inside a rule).
+	Users []string
 
 	// Timeout bounds the whole start, until every sentinel reports the master
 	// and sees the replica. Zero means 20 seconds.
@@ -128,12 +137,16 @@ func (o SentinelOptions) withDefaults() (SentinelOptions, error) {
 
 func (sn *Sentinel) start(ctx context.Context, opts SentinelOptions) error {
 	var err error
-	base := ServerOptions{Args: opts.Args, Password: opts.Password, StartTimeout: opts.Timeout}
+	args := opts.Args
+	for _, u := range opts.Users {
+		args = append(append([]string{"--user"}, strings.Fields(u)...), args...)
+	}
+	base := ServerOptions{Args: args, Password: opts.Password, StartTimeout: opts.Timeout}
 	if sn.Master, err = startServer(base, nodeKind{}); err != nil {
 		return err
 	}
 	replica := base
-	replica.Args = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(sn.Master.Port())}, opts.Args...)
+	replica.Args = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(sn.Master.Port())}, args...)
 	if sn.Replica, err = startServer(replica, nodeKind{}); err != nil {
 		return err
 	}
@@ -147,7 +160,7 @@ func (sn *Sentinel) start(ctx context.Context, opts SentinelOptions) error {
 	}
 	conf := sentinelConf(opts, sn.Master.Port())
 	sn.Sentinels, err = startAll(opts.Sentinels, func(int) (*Server, error) {
-		return startServer(ServerOptions{StartTimeout: opts.Timeout}, nodeKind{sentinel: true, conf: conf})
+		return startServer(ServerOptions{Password: opts.SentinelPassword, StartTimeout: opts.Timeout}, nodeKind{sentinel: true, conf: conf})
 	})
 	if err != nil {
 		return err
@@ -172,6 +185,9 @@ func sentinelConf(o SentinelOptions, masterPort int) string {
 	fmt.Fprintf(&b, "sentinel parallel-syncs %s 1\n", o.MasterName)
 	if o.Password != "" {
 		fmt.Fprintf(&b, "sentinel auth-pass %s %s\n", o.MasterName, strconv.Quote(o.Password))
+	}
+	if o.SentinelPassword != "" {
+		fmt.Fprintf(&b, "sentinel sentinel-pass %s\n", strconv.Quote(o.SentinelPassword))
 	}
 	return b.String()
 }

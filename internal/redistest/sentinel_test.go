@@ -1,9 +1,11 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
@@ -69,6 +71,70 @@ func TestSentinelThreeWithPassword(t *testing.T) {
 	if !errors.As(err, &re) || re.Prefix() != "NOAUTH" {
 		t.Errorf("PING the master without password: %v, want NOAUTH", err)
 	}
+}
+
+func TestSentinelPasswordAndUsers(t *testing.T) {
+	t.Parallel()
+	sn := NewSentinel(t, SentinelOptions{Sentinels: 3, Password: "pw", SentinelPassword: "spw",
+		Users: []string{"app on >apw ~* &* +@all -@dangerous"}})
+	for _, s := range sn.Sentinels {
+		v, err := s.Do("SENTINEL", "MASTER", sn.MasterName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := pairs(v); f["num-other-sentinels"] != "2" || f["num-slaves"] != "1" {
+			t.Errorf("sentinel %s: others %s, replicas %s; want 2, 1", s.Addr(), f["num-other-sentinels"], f["num-slaves"])
+		}
+		_, err = roundTrip(context.Background(), "tcp", s.Addr(), "", []any{"SENTINEL", "MASTERS"})
+		var re *ReplyError
+		if !errors.As(err, &re) || re.Prefix() != "NOAUTH" {
+			t.Errorf("sentinel %s without password: %v, want NOAUTH", s.Addr(), err)
+		}
+	}
+	for _, srv := range []*Server{sn.Master, sn.Replica} {
+		_, err := roundTrip(context.Background(), "tcp", srv.Addr(), "", []any{"AUTH", "app", "apw"})
+		if err != nil {
+			t.Errorf("AUTH app on %s: %v", srv.Addr(), err)
+		}
+	}
+	role, err := aclDo(sn.Master.Addr(), "app", "apw", "ROLE")
+	var re *ReplyError
+	if !errors.As(err, &re) || re.Prefix() != "NOPERM" {
+		t.Errorf("ROLE as app: %v, %v; want NOPERM", role, err)
+	}
+	if _, err := aclDo(sn.Master.Addr(), "app", "apw", "SET", "k", "v"); err != nil {
+		t.Errorf("SET as app: %v", err)
+	}
+}
+
+// aclDo runs one command on addr as user.
+func aclDo(addr, user, password string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r, w := bufio.NewReader(c), bufio.NewWriter(c)
+	for _, cmd := range [][]any{{"AUTH", user, password}, args} {
+		if err := writeCommand(w, cmd); err != nil {
+			return nil, err
+		}
+		v, err := readReply(r)
+		if err != nil {
+			return nil, err
+		}
+		if e, ok := v.(*ReplyError); ok {
+			return nil, e
+		}
+		if cmd[0] != "AUTH" {
+			return v, nil
+		}
+	}
+	return nil, nil
 }
 
 func TestSentinelOptionsRefused(t *testing.T) {

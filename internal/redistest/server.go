@@ -478,6 +478,34 @@ func (s *Server) DoContext(ctx context.Context, args ...any) (any, error) {
 	return roundTrip(ctx, "tcp", s.Addr(), s.opts.Password, args)
 }
 
+// Query is [Server.DoContext] for a command that is safe to send twice
+// (ROLE, INFO, DBSIZE, SCAN, CONFIG GET): when the connection fails (refused,
+// reset or closed before the reply, as when a sentinel turns the server into
+// a replica and kills its clients), it dials again every 20ms until ctx ends
+// (after 5 seconds when ctx has no deadline). An error reply is returned at
+// once; when ctx ends, the last connection error is returned.
+func (s *Server) Query(ctx context.Context, args ...any) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultCommandTimeout)
+		defer cancel()
+	}
+	for {
+		v, err := s.DoContext(ctx, args...)
+		var re *ReplyError
+		if err == nil || errors.As(err, &re) || ctx.Err() != nil {
+			return v, err
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("redistest: %v on %s: %w (last: %w)", args[0], s.Addr(), ctx.Err(), err)
+		}
+	}
+}
+
 // Info runs INFO with the given section ("" for the default sections) and
 // returns its fields as a map, for example info["used_memory"] or
 // info["cmdstat_evalsha"].

@@ -66,6 +66,49 @@ func TestServerDo(t *testing.T) {
 	}
 }
 
+// TestServerQuerySurvivesClientKill covers a harness call in flight when
+// its connection is killed, as a sentinel does to every client when it
+// turns a restarted master into a replica: Query dials again and answers.
+func TestServerQuerySurvivesClientKill(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, ServerOptions{})
+	type result struct {
+		v   any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := s.Query(context.Background(), "BLPOP", "q", 3)
+		done <- result{v, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := s.Info("clients")
+		if err == nil && info["blocked_clients"] == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("BLPOP not blocked within 5s: %v %v", info, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server, bounded
+	}
+	if _, err := s.Do("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do("RPUSH", "q", "x"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || fmt.Sprint(r.v) != "[q x]" {
+		t.Errorf("Query(BLPOP) across CLIENT KILL = %v, %v; want [q x]", r.v, r.err)
+	}
+	// An error reply is not retried.
+	start := time.Now()
+	if _, err := s.Query(context.Background(), "NOSUCHCOMMAND"); err == nil || time.Since(start) > 2*time.Second {
+		t.Errorf("Query(NOSUCHCOMMAND) = %v after %v, want an error at once", err, time.Since(start))
+	}
+}
+
 func TestServerArgsAndPassword(t *testing.T) {
 	t.Parallel()
 	s := NewServer(t, ServerOptions{Password: "s3cret", Args: []string{"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}})

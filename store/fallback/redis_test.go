@@ -160,11 +160,13 @@ func waitActive(t *testing.T, s *Store, want bool, limit time.Duration) time.Dur
 	return time.Since(start)
 }
 
-// checkBounded checks the calls of a phase against the store timeout. The
-// test machine is small and shared (2 cores, other test binaries, -race), so
-// it allows scheduling slack: the 99th percentile within timeout + 50ms, the
-// slowest within timeout + 500ms. A call the timeout did not bound would
-// wait for the Redis client's 1 s connection write timeout, or for ever.
+// checkBounded checks the calls of a phase against the store timeout. A
+// call the timeout did not bound would wait for the Redis client's 1 s
+// connection write timeout, or for ever, so the slowest call must stay well
+// below 1 s: within timeout + 500ms, which leaves a small shared machine
+// (2 cores, other test binaries, -race) its scheduling slack. The 99th
+// percentile is logged, not asserted: on such a machine it measures the
+// load, and the slowest call already catches an unbounded one.
 func checkBounded(t *testing.T, what string, took []time.Duration) {
 	t.Helper()
 	if len(took) == 0 {
@@ -172,9 +174,9 @@ func checkBounded(t *testing.T, what string, took []time.Duration) {
 	}
 	p99, slowest := took[len(took)*99/100], took[len(took)-1]
 	t.Logf("%s: %d calls, p99 %v, slowest %v", what, len(took), p99, slowest)
-	if p99 > redisTimeout+50*time.Millisecond || slowest > redisTimeout+500*time.Millisecond {
-		t.Errorf("%s: p99 %v, slowest %v; want ≤ %v and ≤ %v", what, p99, slowest,
-			redisTimeout+50*time.Millisecond, redisTimeout+500*time.Millisecond)
+	if slowest > redisTimeout+500*time.Millisecond {
+		t.Errorf("%s: slowest call %v, want ≤ %v (bounded by the %v timeout)", what, slowest,
+			redisTimeout+500*time.Millisecond, redisTimeout)
 	}
 }
 

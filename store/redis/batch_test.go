@@ -337,6 +337,26 @@ func TestBatchErrors(t *testing.T) {
 	}
 }
 
+// waitBatcher waits until cond holds for the store's batcher (read under
+// its lock), or fails the test after 10 seconds.
+func waitBatcher(t *testing.T, s *Store, what string, cond func(*batcher) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b := s.batcher()
+		b.mu.Lock()
+		ok := cond(b)
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond) // polling goroutines' progress, bounded
+	}
+}
+
 // TestBatchTimeoutNoResend: while Redis is stopped, a call of its own and
 // a batch of requests queued behind it (one call in flight) all return a
 // "timeout" error within about the store's Timeout, and nothing is ever
@@ -346,7 +366,7 @@ func TestBatchErrors(t *testing.T) {
 func TestBatchTimeoutNoResend(t *testing.T) {
 	const batched = 16
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
-	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Timeout: 300 * time.Millisecond})
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Timeout: time.Second})
 	setBatching(s, 1, false)
 	s.batcher().maxWait = time.Hour // the batch waits for the slot (see TestBatchWaitBounded)
 	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 10, Window: ratelimit.MaxWindow})
@@ -374,10 +394,15 @@ func TestBatchTimeoutNoResend(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { decide(0) }) // takes the one slot
-	time.Sleep(30 * time.Millisecond)
+	// The lone call must hold the slot before the others come, and they
+	// must all be queued in one batch before its Timeout frees the slot.
+	waitBatcher(t, s, "the lone call to take the slot", func(b *batcher) bool { return b.inflight == 1 })
 	for i := 1; i <= batched; i++ {
 		wg.Go(func() { decide(i) })
 	}
+	waitBatcher(t, s, "the batch to hold every request", func(b *batcher) bool {
+		return len(b.queue) == 1 && len(b.queue[0].members) == batched
+	})
 	wg.Wait()
 	if err := srv.Cont(); err != nil {
 		t.Fatal(err)
@@ -387,8 +412,8 @@ func TestBatchTimeoutNoResend(t *testing.T) {
 		if ErrorKind(r.err) != "timeout" || !errors.Is(r.err, context.DeadlineExceeded) {
 			t.Errorf("request %d on a stopped server: %v (kind %q), want a timeout", i, r.err, ErrorKind(r.err))
 		}
-		if r.elapsed > time.Second {
-			t.Errorf("request %d took %v, want about the 300ms timeout", i, r.elapsed)
+		if r.elapsed > 3*time.Second {
+			t.Errorf("request %d took %v, want about the 1s timeout", i, r.elapsed)
 		}
 	}
 	// Let Redis run what it received, then count.

@@ -22,6 +22,15 @@ package redis
 //     (guarded): a new client asks the sentinels and replaces the current
 //     one, at most once per resolveInterval; the old client is closed once
 //     the calls in flight on it are over.
+//
+// A least-privilege ACL user (+@all -@dangerous) may not run ROLE, and
+// rueidis' Sentinel client cannot work without it. When a data node answers
+// ROLE with NOPERM, the store warns once and uses direct clients from then
+// on: it asks the sentinels for the master's address and connects to it as
+// to a standalone server, re-asking every sentinelRefresh and on READONLY
+// or a refused dial. The dial check then rests on the sentinels naming the
+// address, and a demoted master that they still name is left on the first
+// READONLY of a write.
 
 import (
 	"bufio"
@@ -31,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +65,8 @@ var errWrongRole = errors.New("not the sentinels' master")
 // reply says the server is no longer (or never was) the master.
 type guarded struct {
 	rueidis.Client
-	s *Store
+	s    *Store
+	addr string // the master's address for a direct client; "" for rueidis' Sentinel client
 }
 
 func (g *guarded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
@@ -104,7 +115,7 @@ func (s *Store) reresolve(old *guarded) {
 	s.resolving, s.lastResolve = true, time.Now()
 	s.resolves.Add(1)
 	s.wg.Go(func() {
-		nc, err := rueidis.NewClient(s.copt)
+		nc, err := s.newClient()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.resolving = false
@@ -114,7 +125,7 @@ func (s *Store) reresolve(old *guarded) {
 			}
 			return
 		}
-		s.cur.Store(&conn{c: &guarded{Client: nc, s: s}})
+		s.cur.Store(&conn{c: nc})
 		// Calls in flight on the old client end within the Timeout (a
 		// background refund within another): close it after both.
 		var t *time.Timer
@@ -181,36 +192,122 @@ func (s *Store) checkRole(ctx context.Context, c net.Conn, dst string, timeout t
 	defer c.SetDeadline(time.Time{})
 	r := bufio.NewReader(c)
 	v, err := roundTrip(c, r, "ROLE")
-	var re respError
-	if errors.As(err, &re) && strings.HasPrefix(string(re), "NOAUTH") && s.copt.Password != "" {
-		auth := []string{"AUTH", s.copt.Password}
-		if s.copt.Username != "" {
-			auth = []string{"AUTH", s.copt.Username, s.copt.Password}
-		}
-		if _, err := roundTrip(c, r, auth...); err != nil {
+	if isReply(err, "NOAUTH") {
+		if err := s.authAny(c, r, dst); err != nil {
 			return fmt.Errorf("role check: auth: %w", err)
 		}
 		v, err = roundTrip(c, r, "ROLE")
 	}
-	if err != nil {
+	role := ""
+	if isReply(err, "NOPERM") {
+		// The user may not run ROLE: a sentinel still answers SENTINEL
+		// commands, which a data node does not know.
+		if a, _ := askMaster(c, r, s.copt.Sentinel.MasterSet); a != "" {
+			return nil
+		}
+		s.noteRoleDenied(dst)
+		role = "unknown"
+	} else if err != nil {
 		return fmt.Errorf("role check: %w", err)
 	}
-	arr, _ := v.([]any)
-	role := ""
-	if len(arr) > 0 {
+	if arr, _ := v.([]any); len(arr) > 0 {
 		role, _ = arr[0].(string)
 	}
 	switch role {
 	case "sentinel":
 		return nil
-	case "master":
+	case "master", "unknown":
 		if named, other := s.sentinelsName(ctx, dst, deadline); !named {
-			return fmt.Errorf("redis store: %s says role master, but the sentinels name %s: %w", dst, other, errWrongRole)
+			return fmt.Errorf("redis store: %s says role %s, but the sentinels name %s: %w", dst, role, other, errWrongRole)
 		}
 		return nil
 	default:
 		return fmt.Errorf("redis store: %s has role %q: %w", dst, role, errWrongRole)
 	}
+}
+
+// isReply reports whether err is an error reply starting with prefix.
+func isReply(err error, prefix string) bool {
+	var re respError
+	return errors.As(err, &re) && strings.HasPrefix(string(re), prefix)
+}
+
+// authAny authenticates c with the first credentials it takes: the data
+// nodes' or the sentinels' (the dial does not tell which kind dst is; a
+// configured sentinel address tries the sentinels' first).
+func (s *Store) authAny(c net.Conn, r *bufio.Reader, dst string) error {
+	creds := [][2]string{{s.copt.Username, s.copt.Password}, {s.copt.Sentinel.Username, s.copt.Sentinel.Password}}
+	if slices.Contains(s.copt.InitAddress, dst) {
+		creds[0], creds[1] = creds[1], creds[0]
+	}
+	var err error = respError("NOAUTH no password configured")
+	for _, cred := range creds {
+		if cred[1] == "" {
+			continue
+		}
+		if err = auth(c, r, cred[0], cred[1]); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// auth sends AUTH [user] password on c.
+func auth(c net.Conn, r *bufio.Reader, user, password string) error {
+	args := []string{"AUTH", password}
+	if user != "" {
+		args = []string{"AUTH", user, password}
+	}
+	_, err := roundTrip(c, r, args...)
+	return err
+}
+
+// noteRoleDenied records that the user may not run ROLE on the data nodes,
+// which turns the store to direct clients, and warns the first time.
+func (s *Store) noteRoleDenied(dst string) {
+	if s.roleDenied.Swap(true) {
+		return
+	}
+	s.log.Warn("redis store: the redis user may not run ROLE (NOPERM), so the master's role cannot be verified when connecting; "+
+		"sluice asks the sentinels for the master itself and still leaves a server the sentinels do not name, or one whose writes answer READONLY",
+		"addr", dst, "user", s.copt.Username, "master_name", s.copt.Sentinel.MasterSet)
+}
+
+// askMaster asks the sentinel on c for the address of master set name; ""
+// when it does not answer with one.
+func askMaster(c net.Conn, r *bufio.Reader, name string) (string, error) {
+	v, err := roundTrip(c, r, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
+	if err != nil {
+		return "", err
+	}
+	arr, _ := v.([]any)
+	if len(arr) != 2 {
+		return "", fmt.Errorf("no master named %q", name)
+	}
+	host, _ := arr[0].(string)
+	port, _ := arr[1].(string)
+	return net.JoinHostPort(host, port), nil
+}
+
+// sentinelMaster asks the sentinel at addr for the master's address,
+// authenticating with the sentinels' credentials.
+func (s *Store) sentinelMaster(ctx context.Context, addr string, deadline time.Time) (string, error) {
+	d := s.copt.Sentinel.Dialer
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	c, err := dialConn(dctx, addr, &d, s.copt.Sentinel.TLSConfig)
+	cancel()
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(deadline)
+	r := bufio.NewReader(c)
+	if so := s.copt.Sentinel; so.Password != "" {
+		if err := auth(c, r, so.Username, so.Password); err != nil {
+			return "", fmt.Errorf("auth to sentinel %s: %w", addr, err)
+		}
+	}
+	return askMaster(c, r, s.copt.Sentinel.MasterSet)
 }
 
 // sentinelsName reports whether a sentinel names dst as the master: yes
@@ -219,34 +316,100 @@ func (s *Store) checkRole(ctx context.Context, c net.Conn, dst string, timeout t
 // sentinel that answered names another, with one of those (other). When no
 // sentinel answers, it says yes.
 func (s *Store) sentinelsName(ctx context.Context, dst string, deadline time.Time) (named bool, other string) {
-	d := s.copt.Sentinel.Dialer
 	answered := false
 	for _, addr := range s.copt.InitAddress {
 		if time.Now().After(deadline) {
 			break
 		}
-		dctx, cancel := context.WithDeadline(ctx, deadline)
-		c, err := dialConn(dctx, addr, &d, s.copt.Sentinel.TLSConfig)
-		cancel()
+		a, err := s.sentinelMaster(ctx, addr, deadline)
 		if err != nil {
 			continue
 		}
-		c.SetDeadline(deadline)
-		v, err := roundTrip(c, bufio.NewReader(c), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.copt.Sentinel.MasterSet)
-		c.Close()
-		arr, _ := v.([]any)
-		if err != nil || len(arr) != 2 {
-			continue
-		}
-		host, _ := arr[0].(string)
-		port, _ := arr[1].(string)
-		if a := net.JoinHostPort(host, port); a != dst {
+		if a != dst {
 			answered, other = true, a
 			continue
 		}
 		return true, ""
 	}
 	return !answered, other
+}
+
+// newClient builds a client: rueidis' own for Standalone and Cluster, and
+// for Sentinel a guarded one, direct once the user may not run ROLE.
+func (s *Store) newClient() (rueidis.Client, error) {
+	if s.mode != Sentinel {
+		return rueidis.NewClient(s.copt)
+	}
+	if !s.roleDenied.Load() {
+		c, err := rueidis.NewClient(s.copt)
+		if err == nil {
+			return &guarded{Client: c, s: s}, nil
+		}
+		if !s.roleDenied.Load() {
+			return nil, err
+		}
+	}
+	return s.newDirect()
+}
+
+// newDirect asks the sentinels for the master and returns a client of that
+// server alone (its dials still checked by sentinelDial).
+func (s *Store) newDirect() (rueidis.Client, error) {
+	deadline := time.Now().Add(s.copt.Dialer.Timeout)
+	var errs []error
+	for _, a := range s.copt.InitAddress {
+		addr, err := s.sentinelMaster(context.Background(), a, deadline)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		opt := s.copt
+		opt.InitAddress = []string{addr}
+		opt.Sentinel = rueidis.SentinelOption{}
+		opt.ForceSingleClient = true
+		c, err := rueidis.NewClient(opt)
+		if err != nil {
+			return nil, err
+		}
+		s.watchOnce.Do(func() { s.wg.Go(s.watch) })
+		return &guarded{Client: c, s: s, addr: addr}, nil
+	}
+	return nil, fmt.Errorf("ask the sentinels for master %q: %w", s.copt.Sentinel.MasterSet, errors.Join(errs...))
+}
+
+// watch re-asks the sentinels every sentinelRefresh while the store uses a
+// direct client, and re-resolves when they name another master: a direct
+// client hears no +switch-master. It returns when the store closes.
+func (s *Store) watch() {
+	if sentinelRefresh <= 0 {
+		return
+	}
+	t := time.NewTicker(sentinelRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		cur := s.cur.Load()
+		if cur == nil {
+			continue
+		}
+		g, ok := cur.c.(*guarded)
+		if !ok || g.addr == "" {
+			continue
+		}
+		deadline := time.Now().Add(s.copt.Dialer.Timeout)
+		for _, a := range s.copt.InitAddress {
+			if addr, err := s.sentinelMaster(context.Background(), a, deadline); err == nil {
+				if addr != g.addr {
+					s.reresolve(g)
+				}
+				break
+			}
+		}
+	}
 }
 
 // respError is an error reply read by readResp.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -61,9 +62,13 @@ type Options struct {
 	MasterName string
 	// Username and Password authenticate to Redis (AUTH, or an ACL user when
 	// Username is set). Empty means no AUTH. Sentinels are reached with the
-	// same TLS settings and no AUTH.
+	// same TLS settings and their own credentials below.
 	Username string
 	Password string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// (Sentinel mode only). Empty means no AUTH.
+	SentinelUsername string
+	SentinelPassword string
 	// DB is the database number for Standalone and Sentinel; it must be 0 for
 	// Cluster. Zero means database 0.
 	DB int
@@ -88,6 +93,10 @@ type Options struct {
 	// Zero means DefaultMaxFlushDelay; a negative value always writes at
 	// once. Unused by NewFromClient.
 	MaxFlushDelay time.Duration
+	// Logger receives the store's warnings about the deployment: an
+	// evicting maxmemory-policy, a Sentinel-mode user that may not run ROLE.
+	// Each is logged once per Store. Nil means discard.
+	Logger *slog.Logger
 	// Clock is for tests only. Nil (production) means each script reads
 	// Redis TIME, so every gateway instance shares Redis' clock. A non-nil
 	// Clock's time is passed to the scripts explicitly, so a timeline can be
@@ -129,6 +138,12 @@ type Store struct {
 	lastResolve time.Time
 	resolves    atomic.Int64                   // re-resolutions started (for tests)
 	retired     map[*time.Timer]rueidis.Client // replaced clients, closed by the timer
+	roleDenied  atomic.Bool                    // the user may not run ROLE: direct clients
+	watchOnce   sync.Once                      // starts watch with the first direct client
+
+	log             *slog.Logger
+	done            chan struct{} // closed by Close
+	evictionChecked bool          // checkEviction ran; only connect reads it, one at a time
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -196,6 +211,8 @@ func New(opts Options) (*Store, error) {
 	case Sentinel:
 		s.copt.Sentinel = rueidis.SentinelOption{
 			MasterSet: opts.MasterName,
+			Username:  opts.SentinelUsername,
+			Password:  opts.SentinelPassword,
 			TLSConfig: opts.TLS,
 			Dialer:    s.copt.Dialer,
 			// Besides reacting to +switch-master, re-ask the sentinels
@@ -240,7 +257,11 @@ func newStore(opts Options) (*Store, error) {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("redis store: "+format, args...))
 	}
-	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode}
+	s := &Store{prefix: opts.Prefix, timeout: opts.Timeout, clock: opts.Clock, mode: opts.Mode,
+		log: opts.Logger, done: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -329,7 +350,7 @@ func (s *Store) client(ctx context.Context) (*conn, error) {
 // connect sets up the client once and publishes it, or the error.
 func (s *Store) connect(done chan struct{}) {
 	defer s.wg.Done()
-	c, err := rueidis.NewClient(s.copt)
+	c, err := s.newClient()
 	if err == nil && s.mode == Cluster && c.Mode() != rueidis.ClientModeCluster {
 		err = errors.New("mode cluster, but the server is not a cluster node")
 	}
@@ -337,14 +358,15 @@ func (s *Store) connect(done chan struct{}) {
 		c.Close()
 		c = nil
 	}
+	if c != nil && !s.evictionChecked {
+		s.evictionChecked = true
+		s.checkEviction(c)
+	}
 	s.mu.Lock()
 	if s.closed && c != nil {
 		defer c.Close()
 	} else if c != nil {
 		cluster := c.Mode() == rueidis.ClientModeCluster
-		if s.mode == Sentinel {
-			c = &guarded{Client: c, s: s} // re-resolves on READONLY
-		}
 		s.cur.Store(&conn{c: c, cluster: cluster})
 	}
 	if err != nil {
@@ -357,6 +379,25 @@ func (s *Store) connect(done chan struct{}) {
 	close(done)
 }
 
+// checkEviction warns when Redis may evict the store's keys: an evicted key
+// is a fresh budget. A user that may not run CONFIG GET (NOPERM), or any
+// other failure, skips the check quietly (at DEBUG).
+func (s *Store) checkEviction(c rueidis.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.timeout, s.copt.Dialer.Timeout))
+	defer cancel()
+	m, err := c.Do(ctx, c.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	policy, ok := m["maxmemory-policy"]
+	if err != nil || !ok {
+		s.log.Debug("redis store: maxmemory-policy not checked", "error", err)
+		return
+	}
+	if policy != "noeviction" {
+		s.log.Warn("redis store: maxmemory-policy may evict rate-limit keys, and an evicted key is a fresh budget; "+
+			"set maxmemory-policy noeviction (a cache that needs eviction belongs on another Redis; see docs/operations.md)",
+			"maxmemory_policy", policy)
+	}
+}
+
 // Close releases the client (unless it came from NewFromClient), after the
 // calls in flight finish. Every later call returns [ErrClosed].
 func (s *Store) Close() error {
@@ -367,6 +408,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	c := s.cur.Swap(nil)
+	close(s.done)
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.closeRetired()
