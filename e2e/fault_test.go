@@ -30,8 +30,9 @@ import (
 // calls reaching a hung Redis): the short version runs relaxed and logs a
 // miss, marked "MISS (load-sensitive, relaxed: not failed)", without
 // failing, except where a gross bound still shows a defect (A6: ≤ 2
-// breaker openings and < 5% off Redis; C4's running gateway ≥ 50% on
-// Redis; D5 < 75% off Redis), which fails. SLUICE_FAULT_LONG=1 runs
+// breaker openings and < 5% off Redis; B2 ≤ a quarter of the limited
+// requests reaching the hung Redis; C4's running gateway ≥ 50% on Redis;
+// D5 < 75% off Redis), which fails. SLUICE_FAULT_LONG=1 runs
 // strict: every miss fails. No scenario is ever run twice.
 //
 // The short version (200 req/s, 2 s + 3 s fault + 3 s, store.timeout 50ms;

@@ -40,7 +40,9 @@ type Options struct {
 	// still shows a defect on a loaded box, a relaxed run fails on it: A6
 	// ≤ 2 breaker openings and < 5% of background decisions without Redis
 	// (plan: ≤ 1 per minute, < 0.1%), a breaker stuck open or every call
-	// timing out; C4's running gateway ≥ 50% on Redis (plan: ≥ 99%), Redis
+	// timing out; B2 ≤ a quarter of the limited requests reaching the hung
+	// Redis (plan: one probe per open interval), a breaker that does not
+	// open; C4's running gateway ≥ 50% on Redis (plan: ≥ 99%), Redis
 	// taken away; D5 < 75% off Redis with one shard of three down (plan:
 	// ≤ 40%), the cluster down as a whole.
 	Relaxed bool

@@ -136,6 +136,12 @@ func hung(_ context.Context, e *Env) error {
 		if timeouts > limit {
 			r.Miss("%.0f calls reached the hung Redis, want ≤ %.0f (one probe per open interval)", timeouts, limit)
 		}
+		// A breaker that does not open sends every limited request (90%
+		// of the load) to the hung Redis: a relaxed run fails above a
+		// quarter of them.
+		if gross := 0.9 * float64(r.Rate) * (r.FaultEnd - r.FaultStart).Seconds() / 4; r.Relaxed && timeouts > gross {
+			r.Fail("%.0f calls reached the hung Redis, want ≤ %.0f (relaxed gross bound: the breaker does not stop them)", timeouts, gross)
+		}
 		if r.GoroutinesMax > r.GoroutinesBase+50+float64(r.Rate)/10 {
 			r.Note("goroutines grew from %.0f to %.0f", r.GoroutinesBase, r.GoroutinesMax)
 		}
