@@ -11,17 +11,29 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// TestFault runs the reliability plan's fault scenarios (RELIABILITY.md
-// rows A6, B1-B14, C1+C3, C2, C4, C5, D2-D5; see internal/faultload and
-// docs/reliability.md) against the sluice binary with real redis-server
-// processes: a fixed request rate, the fault injected mid-run, and every
-// scenario's status codes and counters checked: no 5xx, the accounting key
-// within its budget, decisions back on Redis in time, and the row's own
-// counters. Latency is logged, not asserted (a shared CI box is no place
-// for timing assertions; faultbench -assert-latency asserts it on a quiet
-// machine), and the figures that only measure spurious breaker openings
-// (A6, C4's running gateway) are asserted with relaxed bounds
-// (Options.Relaxed); docs/reliability.md has the figures of dedicated runs.
+// TestFault runs the fault scenarios of docs/reliability.md (rows A6,
+// B1-B14, C1+C3, C2, C4, C5, D1-D5; the harness is internal/faultload)
+// against the sluice binary with real redis-server processes: a fixed
+// request rate, the fault injected mid-run, and every scenario's status
+// codes and counters checked: no 5xx, the accounting key within its
+// budget, decisions back on Redis, and the row's own counters. Latency is
+// logged, not asserted (a shared CI box is no place for timing assertions;
+// faultbench -assert-latency asserts it on a quiet machine).
+//
+// Each check gives one of two verdicts (see faultload.Options.Relaxed). A
+// failure is a correctness problem (a 5xx, over-admission, a re-sent
+// script, a write to a stale master, a wrong on_error answer, a leak, a
+// failed event, a fallback that never engaged or never ended, a
+// misclassified error) and fails the subtest. A miss is a figure that CPU
+// contention alone can move (how soon decisions came back on Redis, the
+// share of decisions made locally, breaker openings with Redis healthy,
+// calls reaching a hung Redis): the short version runs relaxed and logs a
+// miss, marked "MISS (load-sensitive, relaxed: not failed)", without
+// failing, except where a gross bound still shows a defect (A6: ≤ 2
+// breaker openings and < 5% off Redis; B2 ≤ a quarter of the limited
+// requests reaching the hung Redis; C4's running gateway ≥ 50% on Redis;
+// D5 < 75% off Redis), which fails. SLUICE_FAULT_LONG=1 runs
+// strict: every miss fails. No scenario is ever run twice.
 //
 // The short version (200 req/s, 2 s + 3 s fault + 3 s, store.timeout 50ms;
 // B4 and B5 step through three and two faults of 3 s, C2's fault lasts
@@ -48,48 +60,23 @@ func TestFault(t *testing.T) {
 		t.Run(sc.ID, func(t *testing.T) {
 			o := opts
 			o.Logf = t.Logf
-			run := func() *faultload.Report {
-				r, err := faultload.Run(context.Background(), sc, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b strings.Builder
-				r.Print(&b)
-				t.Logf("\n%s", b.String())
-				return r
+			r, err := faultload.Run(context.Background(), sc, o)
+			if err != nil {
+				t.Fatal(err)
 			}
-			r := run()
-			if len(r.Failures) > 0 && onlyLoadSensitive(r.Failures) {
-				// A timing figure (how soon decisions came back on Redis,
-				// what share fell back) can miss on a loaded 2-core box
-				// through spurious store timeouts alone. Run the scenario
-				// once more; correctness failures are never retried.
-				t.Logf("%s: load-sensitive figures missed, running once more: %q", sc.ID, r.Failures)
-				r = run()
-			}
+			var b strings.Builder
+			r.Print(&b)
+			t.Logf("\n%s", b.String())
 			for _, f := range r.Failures {
 				t.Errorf("%s: %s", sc.ID, f)
 			}
+			for _, m := range r.Misses {
+				if r.Relaxed {
+					t.Logf("%s: MISS (load-sensitive, relaxed: not failed): %s", sc.ID, m)
+				} else {
+					t.Errorf("%s: MISS (load-sensitive): %s", sc.ID, m)
+				}
+			}
 		})
 	}
-}
-
-// hardFailures mark the failures that show a correctness problem: a 5xx, an
-// over-admission, a re-sent script, a write to a stale master, a wrong
-// on_error answer, a leak. They fail a scenario at once.
-var hardFailures = []string{"5xx", "accounting key", "allowed over the run", "re-sent", "stale master",
-	"executed", "denials during", "not answered", "leak", "NOSCRIPT", "event ", "NOREPLICAS", "not reported",
-	"crash"}
-
-// onlyLoadSensitive reports whether every failure is a timing or share
-// figure that CPU contention alone can move.
-func onlyLoadSensitive(failures []string) bool {
-	for _, f := range failures {
-		for _, h := range hardFailures {
-			if strings.Contains(f, h) {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -1,4 +1,4 @@
-// Package faultload is the load-and-fault harness of RELIABILITY.md §4: it
+// Package faultload is the load-and-fault harness of the reliability plan (docs/reliability.md): it
 // starts a Redis topology (through internal/redistest), an upstream and the
 // sluice binary on loopback, offers a fixed request rate for a bounded time,
 // injects a fault mid-run and computes the figures the reliability plan
@@ -27,7 +27,7 @@
 // offered 2L and stays saturated), the rest over 1,000 background keys
 // (route "bg", never limited) and a route with no limits ("free").
 //
-// "Back on Redis" follows RELIABILITY.md §5 (at least 99% of decisions made
+// "Back on Redis" follows docs/reliability.md (at least 99% of decisions made
 // on Redis): /metrics is scraped every 100 ms, and the answer is the first
 // scrape after the reference time (the fault's end, or the fault's start
 // for failovers) from which sluice_fallback_decisions_total{route="bg"}

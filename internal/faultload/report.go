@@ -62,7 +62,19 @@ type Report struct {
 	LatencyTarget time.Duration // for the during and after phases
 	LatencyOK     bool
 	Notes         []string
-	Failures      []string // correctness failures (status codes, counters, accounting, recovery)
+	// Failures are correctness verdicts (a 5xx, over-admission, a re-sent
+	// script, a write to a stale master, a wrong on_error answer, a leak, a
+	// failed event, a fallback that never engaged or never ended, a
+	// misclassified error): they fail every run.
+	Failures []string
+	// Misses are figures that missed a bound CPU contention alone can move
+	// (how soon decisions came back on Redis, the share of decisions made
+	// locally, breaker openings with Redis healthy, calls reaching a hung
+	// Redis): they fail a strict run and are reported, not failed, in a
+	// relaxed one (Options.Relaxed).
+	Misses []string
+	// Relaxed is Options.Relaxed of the run.
+	Relaxed bool
 
 	res *result
 }
@@ -72,13 +84,23 @@ func (r *Report) Note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-// Fail records a correctness failure.
+// Fail records a correctness failure: the run fails, relaxed or not.
 func (r *Report) Fail(format string, args ...any) {
 	r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
 }
 
-// Passed reports whether every correctness figure passed.
-func (r *Report) Passed() bool { return len(r.Failures) == 0 }
+// Miss records a figure that missed a bound which CPU contention alone can
+// move: the run fails unless it is relaxed, and the report shows it either
+// way. A check that has a gross bound still showing a defect on a loaded
+// box (a breaker stuck open, every call timing out) records that bound
+// with Fail as well.
+func (r *Report) Miss(format string, args ...any) {
+	r.Misses = append(r.Misses, fmt.Sprintf(format, args...))
+}
+
+// Passed reports whether the run passed: no correctness failure, and no
+// miss unless the run is relaxed.
+func (r *Report) Passed() bool { return len(r.Failures) == 0 && (r.Relaxed || len(r.Misses) == 0) }
 
 // Requests returns the records sent in [from, to) on route (-1: any) for
 // checks: their status codes and Retry-After.
@@ -97,7 +119,7 @@ func analyze(sc Scenario, o Options, l int, res *result) *Report {
 		ID: sc.ID, Title: sc.Title, OnError: cmp.Or(sc.OnError, "local"), Rate: o.Rate, Timeout: o.Timeout,
 		Before: o.Before, Fault: o.Fault, After: o.After, Sent: len(res.recs), Codes: map[int]int{},
 		Lagged: res.lagged, Events: res.events, L: l, B: l, BackWithin: cmp.Or(sc.BackWithin, 2*time.Second),
-		StoreErrors: map[string]float64{}, res: res,
+		StoreErrors: map[string]float64{}, Relaxed: o.Relaxed, res: res,
 	}
 	r.FaultStart, r.FaultEnd = o.Before, res.total
 	recoverStart := res.total
@@ -224,11 +246,11 @@ func analyze(sc Scenario, o Options, l int, res *result) *Report {
 	case r.Back < 0:
 		r.Fail("decisions never back on Redis (≥99%%) after t=%.2fs", r.BackRef.Seconds())
 	case r.Back > r.BackWithin:
-		r.Fail("back on Redis %.2fs after t=%.2fs, want ≤ %v", r.Back.Seconds(), r.BackRef.Seconds(), r.BackWithin)
+		r.Miss("back on Redis %.2fs after t=%.2fs, want ≤ %v", r.Back.Seconds(), r.BackRef.Seconds(), r.BackWithin)
 	}
 	if sc.MaxFallbackShare > 0 && r.BgRequests > 0 {
 		if share := r.BgShare(); share > sc.MaxFallbackShare {
-			r.Fail("%.2f%% of background requests decided without Redis, want ≤ %.2f%%", 100*share, 100*sc.MaxFallbackShare)
+			r.Miss("%.2f%% of background requests decided without Redis, want ≤ %.2f%%", 100*share, 100*sc.MaxFallbackShare)
 		}
 	}
 	for _, ev := range res.events {
@@ -277,7 +299,7 @@ const bgRoute = `route="bg"`
 // first scrape at or after ref from which the fallback decisions grew by at
 // most 1% of the background route's requests, both in the next interval and over the
 // next second (or the rest of the run, if shorter). A later relapse is a
-// new event (a spurious breaker opening, RELIABILITY A6), reported by
+// new event (a spurious breaker opening, row A6 of docs/reliability.md), reported by
 // Report.Relapses, not a late recovery. Negative means never.
 func backOnRedis(snaps []snapshot, ref time.Duration) time.Duration {
 	if len(snaps) < 2 {
@@ -335,8 +357,11 @@ func phase(name string, lats []time.Duration) Phase {
 func (r *Report) Print(w io.Writer) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }
 	verdict := "PASS"
-	if !r.Passed() {
+	switch {
+	case !r.Passed():
 		verdict = "FAIL"
+	case len(r.Misses) > 0:
+		verdict = fmt.Sprintf("PASS (relaxed: %d load-sensitive figure(s) missed, reported only)", len(r.Misses))
 	}
 	lat := "pass"
 	if !r.LatencyOK {
@@ -393,6 +418,13 @@ func (r *Report) Print(w io.Writer) {
 	}
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "   FAIL: %s\n", f)
+	}
+	miss := "MISS"
+	if r.Relaxed {
+		miss = "MISS (load-sensitive, relaxed: not failed)"
+	}
+	for _, m := range r.Misses {
+		fmt.Fprintf(w, "   %s: %s\n", miss, m)
 	}
 }
 

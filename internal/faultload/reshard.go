@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// reshard is RELIABILITY D3: 1,000 slots, among them the accounting key's,
+// reshard is row D3 of docs/reliability.md: 1,000 slots, among them the accounting key's,
 // move from their master to the next one while the load runs, the way
 // `redis-cli --cluster reshard` moves them (IMPORTING/MIGRATING, MIGRATE,
 // SETSLOT NODE), spoken directly over RESP.

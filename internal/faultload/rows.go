@@ -16,30 +16,52 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// This file holds RELIABILITY rows A6, C4 and C5.
+// This file holds the rows (docs/reliability.md) A6, C4 and C5.
 
-// activeMetric is the gauge that is 1 while the breaker is not closed.
+// activeMetric is the gauge that is 1 while decisions are made without
+// Redis: the breaker is open or half-open, or a request was decided without
+// Redis within the last 10 s (the hold; docs/operations.md, "When the
+// fallback counts as active"). Its rises are not breaker openings: an
+// opening within 10 s of the last local decision raises nothing, and a
+// local denial of a key owing fallback debt raises it with the breaker
+// closed. Breaker openings are counted from the gateway's log (openings).
 const activeMetric = "sluice_fallback_active"
 
-// openings returns how many times the breaker opened between from and to:
-// the rises of sluice_fallback_active from 0 to 1 between the scrapes in
-// that window (an opening lasts at least the 500 ms open interval, so the
-// 100 ms scrapes see every one).
-func openings(snaps []snapshot, from, to time.Duration) int {
+// openedLog is the message the gateway logs, once, each time its breaker
+// opens (closed → open; a failed half-open probe logs nothing).
+const openedLog = `msg="redis store unavailable`
+
+// openings returns how many times the breaker opened between the offsets
+// from (exclusive) and to (inclusive) of a run that started at start: the
+// gateway's openedLog lines whose time falls in that window (the log
+// holds the gateway's last MiB; the runs' gateways log no access lines).
+// The store reports every change of its breaker's state at least once, but
+// two changes in quick succession may be reported as the last one only; an
+// opening lasts at least the 500 ms open interval, which leaves the time to
+// report it.
+func openings(logs string, start time.Time, from, to time.Duration) int {
 	n := 0
-	prev := -1.0
-	for _, s := range snaps {
-		if s.at > to {
-			break
+	for line := range strings.SplitSeq(logs, "\n") {
+		if !strings.Contains(line, openedLog) {
+			continue
 		}
-		v := s.m.Sum(activeMetric)
-		if s.at > from && prev == 0 && v > 0 {
+		m := logTime.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			continue
+		}
+		if at := t.Sub(start); at > from && at <= to {
 			n++
 		}
-		prev = v
 	}
 	return n
 }
+
+// logTime reads the time of a line of the gateway's text log.
+var logTime = regexp.MustCompile(`^time=(\S+)`)
 
 // spurious is A6: Redis healthy, load at R0 for the whole fault phase
 // (Steps × Options.Fault: 18 s short, 60 s long); every decision made
@@ -51,38 +73,50 @@ func spurious(_ context.Context, e *Env) error {
 	}
 	e.Inject(e.Before, "measure (Redis healthy)", noop)
 	e.Recover(e.Before+e.Fault, "measure ends", noop)
-	e.Check(func(r *Report) {
-		from, to := r.FaultStart, r.FaultEnd
-		window := to - from
-		opens := openings(r.res.snaps, from, to)
-		fb, share := r.bgShareBetween(from, to)
-		all := r.delta("sluice_fallback_decisions_total", from, to)
-		limited := r.delta("sluice_requests_total", from, to, `route="acct"`) + r.delta("sluice_requests_total", from, to, bgRoute)
-		perMin := float64(opens) / window.Minutes()
-		r.Note("A6 over %.0fs at %d req/s with Redis healthy: %.0f of %.0f background decisions without Redis (%.3f%%, want < 0.1%%); all limited routes %.0f of %.0f (%.3f%%; the accounting key stays local-first after an opening); breaker openings %d (%.1f per minute, want ≤ 1); store errors in the window: %.0f timeouts, %.0f connection, %.0f other",
-			window.Seconds(), r.Rate, fb, r.delta("sluice_requests_total", from, to, bgRoute), 100*share,
-			all, limited, 100*all/max(1, limited), opens, perMin,
-			r.errorsBetween("timeout", from, to), r.errorsBetween("connection", from, to), r.errorsBetween("other", from, to))
-		if r.Rate > 500 {
-			r.Note("A6 above R0 = 500 req/s: figures reported, not asserted (RELIABILITY A6)")
-			return
-		}
-		// The plan: at most one opening per minute of the window (at least
-		// one allowed),
-		// and < 0.1% local decisions. Relaxed (CI): a gross regression only.
-		allowed, maxShare, why := max(1, int(math.Round(window.Minutes()))), 0.001, "one per minute"
-		if e.Relaxed {
-			allowed, maxShare, why = 2, 0.05, "relaxed CI bound; plan: one per minute"
-			r.Note("A6 relaxed (CI on a shared box): asserted ≤ 5%% and ≤ 2 openings; the plan's < 0.1%% and ≤ 1 per minute are asserted by the long version")
-		}
-		if opens > allowed {
-			r.Fail("breaker opened %d times in %.0fs with Redis healthy, want ≤ %d (%s)", opens, window.Seconds(), allowed, why)
-		}
-		if share >= maxShare {
-			r.Fail("%.3f%% of background decisions made locally with Redis healthy, want < %g%%", 100*share, 100*maxShare)
-		}
-	})
+	e.Check(func(r *Report) { checkSpurious(r, e.gw.Logs()) })
 	return nil
+}
+
+// checkSpurious examines A6's run: the gateway's log says when its breaker
+// opened.
+func checkSpurious(r *Report, logs string) {
+	from, to := r.FaultStart, r.FaultEnd
+	window := to - from
+	opens := openings(logs, r.res.start, from, to)
+	fb, share := r.bgShareBetween(from, to)
+	all := r.delta("sluice_fallback_decisions_total", from, to)
+	limited := r.delta("sluice_requests_total", from, to, `route="acct"`) + r.delta("sluice_requests_total", from, to, bgRoute)
+	perMin := float64(opens) / window.Minutes()
+	r.Note("A6 over %.0fs at %d req/s with Redis healthy: %.0f of %.0f background decisions without Redis (%.3f%%, want < 0.1%%); all limited routes %.0f of %.0f (%.3f%%; the accounting key stays local-first after an opening); breaker openings %d (%.1f per minute, want ≤ 1); store errors in the window: %.0f timeouts, %.0f connection, %.0f other",
+		window.Seconds(), r.Rate, fb, r.delta("sluice_requests_total", from, to, bgRoute), 100*share,
+		all, limited, 100*all/max(1, limited), opens, perMin,
+		r.errorsBetween("timeout", from, to), r.errorsBetween("connection", from, to), r.errorsBetween("other", from, to))
+	if r.Rate > 500 {
+		r.Note("A6 above R0 = 500 req/s: figures reported, not asserted (docs/reliability.md, A6)")
+		return
+	}
+	// The plan: at most one opening per minute of the window (at least
+	// one allowed), and < 0.1% local decisions. Both are figures CPU
+	// contention alone moves (misses). A relaxed run also fails on a
+	// gross bound that still shows a breaker stuck open or every call
+	// timing out: ≤ 5% and ≤ 2 openings.
+	allowed, maxShare := max(1, int(math.Round(window.Minutes()))), 0.001
+	if opens > allowed {
+		r.Miss("breaker opened %d times in %.0fs with Redis healthy, want ≤ %d (one per minute)", opens, window.Seconds(), allowed)
+	}
+	if share >= maxShare {
+		r.Miss("%.3f%% of background decisions made locally with Redis healthy, want < %g%%", 100*share, 100*maxShare)
+	}
+	if r.Relaxed {
+		const grossOpens, grossShare = 2, 0.05
+		r.Note("A6 relaxed (CI on a shared box): ≤ %d openings and < %g%% fail; the plan's bounds are reported as misses", grossOpens, 100*grossShare)
+		if opens > grossOpens {
+			r.Fail("breaker opened %d times in %.0fs with Redis healthy, want ≤ %d (relaxed gross bound)", opens, window.Seconds(), grossOpens)
+		}
+		if share >= grossShare {
+			r.Fail("%.3f%% of background decisions made locally with Redis healthy, want < %g%% (relaxed gross bound)", 100*share, 100*grossShare)
+		}
+	}
 }
 
 // side is a second gateway started during a run, with a light load of its
@@ -195,9 +229,10 @@ var fallbackLog = regexp.MustCompile(`(?i)(fallback|unavailable|sentinel)`)
 
 // sentinelsDown is C4: with 3 sentinels watching a healthy master, kill
 // them all. The running gateway must keep deciding on Redis through the
-// connections it has: no connection error, and ≥ 99% of the background
-// decisions on Redis (relaxed in CI to "not taken away", ≥ 50%: spurious
-// timeouts of a loaded box alone cost more than 1%). A second gateway
+// connections it has: no connection error (a failure), and ≥ 99% of the
+// background decisions on Redis (a miss: spurious timeouts of a loaded box
+// alone cost more than 1%; a relaxed run fails below 50%, Redis taken
+// away). A second gateway
 // started meanwhile (the row's fresh start with the sentinels still down;
 // a separate process, so that the first one's figures run on) must start,
 // serve without a 5xx on the fallback and say so: a log line,
@@ -264,14 +299,14 @@ func sentinelsDown(_ context.Context, e *Env) error {
 		if conn+other > 0 {
 			r.Fail("running gateway: %.0f connection/other store errors while only the sentinels were down, want 0 (it keeps its connection to the master)", conn+other)
 		}
-		// The plan's ≥ 99% on Redis; relaxed (CI on a shared box, where
-		// spurious timeouts alone cost more): Redis was not taken away.
-		bound := 0.01
-		if e.Relaxed {
-			bound = 0.5
+		// The plan's ≥ 99% on Redis, a figure spurious timeouts alone move
+		// (a miss); a relaxed run still fails when Redis was taken away:
+		// more than half of the decisions off Redis.
+		if share > 0.01 {
+			r.Miss("running gateway: %.2f%% of background decisions without Redis while only the sentinels were down, want ≤ 1%%", 100*share)
 		}
-		if share > bound {
-			r.Fail("running gateway: %.2f%% of background decisions without Redis while only the sentinels were down, want ≤ %g%%", 100*share, 100*bound)
+		if r.Relaxed && share > 0.5 {
+			r.Fail("running gateway: %.2f%% of background decisions without Redis while only the sentinels were down, want ≤ 50%% (relaxed gross bound)", 100*share)
 		}
 		if sd == nil || sd.gw == nil {
 			return // the event failed, and the report says so
@@ -356,7 +391,7 @@ func checkSide(r *Report, sd *side, start time.Duration, up *Event) {
 	case back < 0:
 		r.Fail("second gateway never back on Redis after the sentinels returned")
 	case back > 2*time.Second:
-		r.Fail("second gateway back on Redis %.2fs after the sentinels returned, want ≤ 2s", back.Seconds())
+		r.Miss("second gateway back on Redis %.2fs after the sentinels returned, want ≤ 2s", back.Seconds())
 	}
 }
 
@@ -383,7 +418,7 @@ func errorStat(s *redistest.Server, code string) (int64, error) {
 // replicaLag is C5's min-replicas-max-lag.
 const replicaLag = 1
 
-// noReplicas is C5, the opt-in durability of RELIABILITY: the master has a
+// noReplicas is C5, the opt-in durability of docs/reliability.md: the master has a
 // replica and min-replicas-to-write 1, min-replicas-max-lag 1 s; the
 // replica is stopped (SIGSTOP) for the fault. Once its last ack is older
 // than the lag (Redis refreshes the count of good replicas once a second:
@@ -466,7 +501,7 @@ func noReplicas(_ context.Context, e *Env) error {
 				break
 			}
 		}
-		opens := openings(r.res.snaps, from, to)
+		opens := openings(e.gw.Logs(), r.res.start, from, to)
 		var lats []time.Duration
 		for _, rec := range r.res.recs {
 			if onset >= 0 && rec.at >= onset && rec.at < r.FaultEnd {
@@ -488,10 +523,8 @@ func noReplicas(_ context.Context, e *Env) error {
 			r.Fail("NOREPLICAS never answered by Redis during the stop (min-replicas-to-write not in effect)")
 			return
 		}
-		// A misclassification fails at once (the failure names NOREPLICAS,
-		// see e2e's hardFailures); what a stalled box can cause (replies
-		// read only after the call timed out, scrapes too sparse to see the
-		// breaker) is worded as a load-sensitive figure.
+		// A misclassification is a failure; what a stalled box can cause
+		// (replies read only after the call timed out) is a miss.
 		timeouts := r.errorsBetween("timeout", from, to)
 		if script > 0 {
 			r.Fail("NOREPLICAS misclassified: %.0f store errors of kind script during the stop, want kind other (unavailable)", script)
@@ -500,10 +533,13 @@ func noReplicas(_ context.Context, e *Env) error {
 		case other == 0 && timeouts == 0:
 			r.Fail("NOREPLICAS misclassified: Redis answered it %d times, the gateway counted no store error of kind other (and no timeout)", nFault)
 		case other == 0:
-			r.Fail("no store error of kind other during the stop, only %.0f timeouts (replies read too late on a loaded box?)", timeouts)
+			r.Miss("no store error of kind other during the stop, only %.0f timeouts (replies read too late on a loaded box?)", timeouts)
 		}
-		if opens == 0 || fb == 0 {
-			r.Fail("the breaker never opened during the stop: %d openings seen, %.0f background fallback decisions", opens, fb)
+		if fb == 0 {
+			r.Fail("the fallback never engaged during the stop: 0 background fallback decisions")
+		}
+		if opens == 0 {
+			r.Fail("the breaker never opened during the stop: no %q line in the gateway's log", openedLog)
 		}
 	})
 	return nil

@@ -19,19 +19,32 @@ type Options struct {
 	// Binary is the sluice executable; required.
 	Binary string
 	// Rate is the offered load in requests per second; zero means 500
-	// (RELIABILITY.md's R0 for a 2-core machine).
+	// (the plan's R0 for a 2-core machine, docs/reliability.md).
 	Rate int
 	// Before, Fault and After are the phases: clean load, the fault, and
 	// load after the fault ends. Zero means 5s, 10s and 10s.
 	Before, Fault, After time.Duration
-	// Timeout is store.timeout; zero means 20ms (RELIABILITY.md §5).
+	// Timeout is store.timeout; zero means 20ms (docs/reliability.md).
 	Timeout time.Duration
-	// Relaxed marks the short CI version on a shared box: the figures that
-	// only measure how often CPU contention alone trips the breaker are
-	// asserted against bounds that catch a breaker stuck open or every call
-	// timing out instead of the plan's: A6 ≤ 5% of background decisions
-	// without Redis and ≤ 2 openings (plan: < 0.1%, ≤ 1 per minute); C4's
-	// running gateway ≥ 50% on Redis with no connection error (plan: ≥ 99%).
+	// Relaxed marks a run on a shared box (the short CI version). Every
+	// check gives one of two verdicts: a failure (Report.Fail) is a
+	// correctness problem (a 5xx, over-admission, a re-sent script, a write
+	// to a stale master, a wrong on_error answer, a leak, a failed event, a
+	// fallback that never engaged or never ended, a misclassified error)
+	// and fails every run; a miss (Report.Miss) is a figure that CPU
+	// contention alone can move (how soon decisions came back on Redis, the
+	// share of decisions made locally, breaker openings with Redis healthy,
+	// fallback decisions per reset or kill, calls reaching a hung Redis).
+	// A miss fails a strict run; in a relaxed one it is printed in the
+	// report, marked as not failed, and the run passes. Where a gross bound
+	// still shows a defect on a loaded box, a relaxed run fails on it: A6
+	// ≤ 2 breaker openings and < 5% of background decisions without Redis
+	// (plan: ≤ 1 per minute, < 0.1%), a breaker stuck open or every call
+	// timing out; B2 ≤ a quarter of the limited requests reaching the hung
+	// Redis (plan: one probe per open interval), a breaker that does not
+	// open; C4's running gateway ≥ 50% on Redis (plan: ≥ 99%), Redis
+	// taken away; D5 < 75% off Redis with one shard of three down (plan:
+	// ≤ 40%), the cluster down as a whole.
 	Relaxed bool
 	// Logf, if set, receives progress lines.
 	Logf func(format string, args ...any)
@@ -211,6 +224,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	res := drive(ctx, c, gw, e.events, opts, cmp.Or(sc.BgKeys, 1000))
 	r := analyze(sc, opts, l, res)
 	r.GatewayPID = gw.PID()
+	r.Note("breaker openings over the run (gateway log): %d", openings(gw.Logs(), res.start, -time.Hour, res.total+time.Hour))
 	for _, fn := range e.checks {
 		fn(r)
 	}
@@ -375,7 +389,8 @@ type result struct {
 	snaps  []snapshot
 	events []*Event
 	total  time.Duration
-	lagged int // requests the pacer sent more than 10 ms late
+	lagged int       // requests the pacer sent more than 10 ms late
+	start  time.Time // when the load started (offset 0)
 }
 
 // drive offers the load, runs the events and scrapes /metrics every 100 ms.
@@ -386,6 +401,7 @@ func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o 
 	interval := time.Second / time.Duration(o.Rate)
 	res := &result{recs: make([]record, n), events: events, total: total}
 	start := time.Now()
+	res.start = start
 	done := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() {

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// Scenarios returns the rows of RELIABILITY.md the harness runs, in the
+// Scenarios returns the rows of docs/reliability.md the harness runs, in the
 // plan's order.
 func Scenarios() []Scenario {
 	return []Scenario{
@@ -134,7 +134,13 @@ func hung(_ context.Context, e *Env) error {
 		limit := 5 + inflight + r.Fault.Seconds()/0.5 + 2
 		r.Note("calls to the hung Redis (timeouts counted during the stop): %.0f, bound 5 + rate·timeout + T/0.5s + 2 = %.0f", timeouts, limit)
 		if timeouts > limit {
-			r.Fail("%.0f calls reached the hung Redis, want ≤ %.0f (one probe per open interval)", timeouts, limit)
+			r.Miss("%.0f calls reached the hung Redis, want ≤ %.0f (one probe per open interval)", timeouts, limit)
+		}
+		// A breaker that does not open sends every limited request (90%
+		// of the load) to the hung Redis: a relaxed run fails above a
+		// quarter of them.
+		if gross := 0.9 * float64(r.Rate) * (r.FaultEnd - r.FaultStart).Seconds() / 4; r.Relaxed && timeouts > gross {
+			r.Fail("%.0f calls reached the hung Redis, want ≤ %.0f (relaxed gross bound: the breaker does not stop them)", timeouts, gross)
 		}
 		if r.GoroutinesMax > r.GoroutinesBase+50+float64(r.Rate)/10 {
 			r.Note("goroutines grew from %.0f to %.0f", r.GoroutinesBase, r.GoroutinesMax)
@@ -272,16 +278,16 @@ func clientKill(_ context.Context, e *Env) error {
 	}))
 	e.Recover(e.Before+e.Fault, "kills end", noop)
 	e.Check(func(r *Report) {
-		// RELIABILITY B9 asks for ≤ 1% local decisions over the row's 10 s
+		// Row B9 asks for ≤ 1% local decisions over the row's 10 s
 		// of kills. Reported; what is asserted is that one kill costs at
 		// most one breaker opening: (OpenTimeout 0.5 s + 0.5 s) · rate.
 		// Read on the background keys (see BgShare).
 		perKill := r.BgFallback / float64(max(1, kills))
-		r.Note("%d kills; background fallback decisions %.0f (%.0f per kill), %.2f%% of the background requests (RELIABILITY target ≤ 1%%)",
+		r.Note("%d kills; background fallback decisions %.0f (%.0f per kill), %.2f%% of the background requests (row target ≤ 1%%)",
 			kills, r.BgFallback, perKill, 100*r.BgShare())
 		// The background keys get half the load.
 		if limit := float64(r.Rate) / 2; perKill > limit {
-			r.Fail("%.0f fallback decisions per connection kill, want ≤ %.0f (one breaker opening)", perKill, limit)
+			r.Miss("%.0f fallback decisions per connection kill, want ≤ %.0f (one breaker opening)", perKill, limit)
 		}
 	})
 	return nil

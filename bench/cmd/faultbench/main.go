@@ -1,4 +1,4 @@
-// Command faultbench runs the load-and-fault scenarios of RELIABILITY.md
+// Command faultbench runs the load-and-fault scenarios of docs/reliability.md
 // against the sluice binary with real redis-server processes on loopback,
 // and prints each scenario's figures: 5xx count, p50/p99 before, during and
 // after the fault, admissions on the accounting key against its exact
@@ -14,12 +14,15 @@
 // It needs redis-server (7.x) on PATH. Every process it starts listens on
 // 127.0.0.1 and is stopped at the end; a run is bounded by its phases.
 // The exit status is 1 when a scenario fails a correctness figure (5xx,
-// accounting, recovery); latency is reported, with its own verdict. With
-// -assert-latency a row whose p99 during or after the fault misses its
-// target fails too: p99 ≤ min(25 ms, same-run baseline p99 + 15 ms), or
-// ≤ store.timeout + baseline p99 + 5 ms for a hung or slow Redis (B2-B6,
-// B11, B13). That is for a quiet machine: on a shared one, CPU contention
-// alone misses it.
+// accounting, recovery); latency is reported, with its own verdict, and so
+// are the figures CPU contention alone can move (misses: how soon decisions
+// came back on Redis, shares of decisions made locally, breaker openings;
+// see faultload.Options.Relaxed), which then run relaxed. With
+// -assert-latency the run is strict: every miss fails, and so does a row
+// whose p99 during or after the fault misses its target: p99 ≤ min(25 ms,
+// same-run baseline p99 + 15 ms), or ≤ store.timeout + baseline p99 + 5 ms
+// for a hung or slow Redis (B2-B6, B11, B13). That is for a quiet machine:
+// on a shared one, CPU contention alone misses it.
 package main
 
 import (
@@ -52,7 +55,7 @@ func run() int {
 		after     = flag.Duration("after", 10*time.Second, "load after the fault")
 		timeout   = flag.Duration("timeout", 20*time.Millisecond, "store.timeout")
 		list      = flag.Bool("list", false, "list the scenarios and exit")
-		assertLat = flag.Bool("assert-latency", false, "fail a scenario whose p99 during or after the fault misses its target (quiet machines only)")
+		assertLat = flag.Bool("assert-latency", false, "strict run: fail a scenario whose p99 during or after the fault, or any other load-sensitive figure, misses its target (quiet machines only)")
 		verbose   = flag.Bool("v", false, "print progress")
 	)
 	flag.Parse()
@@ -90,7 +93,8 @@ func run() int {
 			return 1
 		}
 	}
-	opts := faultload.Options{Binary: *binary, Rate: *rate, Before: *before, Fault: *fault, After: *after, Timeout: *timeout}
+	opts := faultload.Options{Binary: *binary, Rate: *rate, Before: *before, Fault: *fault, After: *after, Timeout: *timeout,
+		Relaxed: !*assertLat}
 	if *verbose {
 		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	}
@@ -103,7 +107,7 @@ func run() int {
 			continue
 		}
 		if *assertLat && !r.LatencyOK {
-			r.Fail("latency (-assert-latency): p99 during %.1fms, after %.1fms, target ≤ %.1fms (baseline p99 %.1fms)",
+			r.Miss("latency (-assert-latency): p99 during %.1fms, after %.1fms, target ≤ %.1fms (baseline p99 %.1fms)",
 				ms(r.Phases[1].P99), ms(r.Phases[2].P99), ms(r.LatencyTarget), ms(r.Phases[0].P99))
 		}
 		r.Print(os.Stdout)
@@ -111,9 +115,9 @@ func run() int {
 			failed++
 		}
 	}
-	what := "the correctness figures"
+	what := "the correctness figures (load-sensitive figures reported)"
 	if *assertLat {
-		what += " and latency"
+		what = "the correctness figures, latency and the load-sensitive figures"
 	}
 	fmt.Printf("%d of %d scenarios passed %s\n", len(chosen)-failed, len(chosen), what)
 	if failed > 0 {
