@@ -58,13 +58,22 @@ func (s *Store) evaluateOne(r *ratelimit.Request, n int64, d *ratelimit.Decision
 // evaluateOverflow decides a single request whose key found its shard full
 // against the shared overflow budget of its policy.
 func (s *Store) evaluateOverflow(r *ratelimit.Request, n int64, d *ratelimit.Decision) bool {
-	s.overflowHits.Add(1)
 	s.overflow.mu.Lock()
 	now := s.nowMicros()
 	e := s.overflow.entry(r.Policy)
 	e.step(r.Policy, now, n, d)
 	s.overflow.mu.Unlock()
+	s.overflowed(1)
 	return d.Allowed || r.Shadow
+}
+
+// overflowed counts n limits decided against overflow budgets and tells
+// Options.OnOverflow. No lock of the store may be held.
+func (s *Store) overflowed(n int) {
+	s.overflowHits.Add(uint64(n))
+	if s.onOverflow != nil {
+		s.onOverflow(n)
+	}
 }
 
 // ref is one distinct state an Evaluate over several limits works on: a
@@ -105,9 +114,12 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 		t.reserve(max(0, min(len(reqs), s.perShard-t.len())))
 	}
 	now := s.nowMicros()
-	overflowLocked := false
+	overflowLocked, overflows := false, 0
 	for i := range reqs {
 		rf := s.refFor(&reqs[i], &overflowLocked)
+		if rf.of != nil {
+			overflows++
+		}
 		j := slices.IndexFunc(refs, func(o ref) bool { return o.shard == rf.shard && o.i == rf.i && o.of == rf.of })
 		if j < 0 {
 			j = len(refs)
@@ -127,6 +139,9 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 		s.overflow.mu.Unlock()
 	}
 	s.unlockShards(ids)
+	if overflows > 0 {
+		s.overflowed(overflows)
+	}
 	return admitted
 }
 
@@ -181,7 +196,6 @@ func (s *Store) refFor(r *ratelimit.Request, overflowLocked *bool) ref {
 		s.overflow.mu.Lock()
 		*overflowLocked = true
 	}
-	s.overflowHits.Add(1)
 	return ref{shard: -1, i: -1, of: s.overflow.entry(r.Policy)}
 }
 

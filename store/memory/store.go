@@ -59,7 +59,8 @@
 // and algorithm. A flood of distinct keys is therefore limited as a whole: per
 // policy, at most one key's budget beyond what the tracked keys admit. That is
 // stricter than per-key limiting and never unlimited, and the live state of
-// tracked keys stays exact. [Store.Stats] counts such requests. New keys are
+// tracked keys stays exact. [Store.Stats] counts such requests, and
+// Options.OnOverflow hears of each. New keys are
 // tracked again once the sweeper has made room in their shard. Reset never
 // touches an overflow budget.
 //
@@ -117,6 +118,13 @@ type Options struct {
 	// SweepInterval is how often idle keys past their TTL are removed. Zero means
 	// one second.
 	SweepInterval time.Duration
+	// OnOverflow, if set, is called after each Evaluate that decided n ≥ 1
+	// limits against an overflow budget because their keys found their shard
+	// full (see MaxKeys), once Stats().OverflowHits counts them. It is called
+	// on the deciding goroutine with no lock of the store held, so it should
+	// be quick (a counter, an occasional log line). Nil means nothing is
+	// called.
+	OnOverflow func(n int)
 }
 
 // Store is an in-process, sharded [ratelimit.Store]. It is safe for concurrent
@@ -134,6 +142,7 @@ type Store struct {
 
 	overflowHits atomic.Uint64
 	expired      atomic.Uint64
+	onOverflow   func(n int)
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -204,13 +213,14 @@ func New(o Options) (*Store, error) {
 		n /= 2
 	}
 	s := &Store{
-		seeds:    newSeeds(),
-		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
-		perShard: o.MaxKeys / n,
-		overflow: overflow{m: make(map[overflowKey]*entry)},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		seeds:      newSeeds(),
+		shards:     make([]shard, n),
+		mask:       uint64(n - 1),
+		perShard:   o.MaxKeys / n,
+		overflow:   overflow{m: make(map[overflowKey]*entry)},
+		onOverflow: o.OnOverflow,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	if _, system := o.Clock.(ratelimit.SystemClock); !system {
 		s.clock = o.Clock
