@@ -73,6 +73,11 @@ func (k *keyCap) overflowed(n int) {
 	if prev := k.last.Swap(now); prev != 0 && now-prev < int64(keyCapQuiet) {
 		return
 	}
-	k.log.Warn("store.memory.max_keys reached: new keys share one overflow budget per policy until idle keys expire",
-		"store", k.store, "max_keys", k.maxKeys)
+	msg := "store.memory.max_keys reached: new keys share one overflow budget per policy until idle keys expire"
+	if k.store == fallbackStoreName {
+		// The fallback mirrors what Redis decides: the overflow matters
+		// only once it decides, during an outage.
+		msg = "store.memory.max_keys reached in the local fallback: while Redis cannot be used, new keys share one overflow budget per policy until idle keys expire"
+	}
+	k.log.Warn(msg, "store", k.store, "max_keys", k.maxKeys)
 }
