@@ -15,9 +15,11 @@ import "hash/maphash"
 // are tracked the chance that any is mistaken is below q·n/2^127: 2^40
 // requests against a full default table (2^20 keys) give 2^-67. A mistaken
 // key would share the other key's budget, never get one beyond it. maphash
-// is not a cryptographic hash; the bound rests on the seeds staying secret
-// and on the two seeds' hashes behaving independently, which maphash's
-// seeded mixing (AES rounds where the CPU has them) provides in practice.
+// is not a cryptographic hash: the bound assumes what it is built for, a
+// uniform 64-bit output per seed for a client that does not know the seed
+// (the runtime's map hashing relies on the same against hash flooding),
+// with two seeds selecting independent functions. A stronger guarantee
+// would take a keyed cryptographic hash on every decision.
 type digest struct {
 	hash  uint64 // low bits: the shard; bits from slotShift up: the home slot
 	check uint64 // tells apart keys of equal hash

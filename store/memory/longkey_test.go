@@ -61,3 +61,16 @@ func TestLongKeysFixedBytes(t *testing.T) {
 		t.Errorf("Peek of a key that differs in its last byte = %+v, want a full budget", d)
 	}
 }
+
+// TestDigestSeededPerStore: each store draws its own seeds, so a digest
+// computed against one store (or one process) says nothing about another's.
+func TestDigestSeededPerStore(t *testing.T) {
+	a := newTestStore(t, Options{})
+	b := newTestStore(t, Options{})
+	if da, db := a.digest("user-1"), b.digest("user-1"); da == db || da.hash == db.hash || da.check == db.check {
+		t.Errorf("two stores digest one key as %+v and %+v, want unrelated digests", da, db)
+	}
+	if d := a.digest("user-1"); d.hash == d.check {
+		t.Errorf("digest %+v: its two halves are equal, want two seeds", d)
+	}
+}
