@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 // residentBytes returns the resident set size of process pid (VmRSS).
@@ -38,11 +40,24 @@ func residentBytes(t *testing.T, pid int) int64 {
 }
 
 // TestLongKeysBoundedRSS is issue 12's probe against the built binary: 20,000
-// requests, each with a distinct 8 KB key header, on the memory store, with
-// a window long enough that every key stays tracked. The store keeps a
-// fixed-size digest per key, not the key, so the process grows by less than
-// 20 MB (it grew by 265 MB while the keys were kept).
+// requests, each with a distinct 8 KB key header, with a window long enough
+// that every key stays tracked, on the memory store and on a healthy Redis
+// store, whose local fallback mirrors every key. Both keep a fixed-size
+// digest per key, not the key, so the process grows by less than 20 MB (it
+// grew by 274 MB while the memory store kept the keys).
 func TestLongKeysBoundedRSS(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		checkLongKeysRSS(t, "store: {type: memory}", "memory")
+	})
+	t.Run("redis fallback mirror", func(t *testing.T) {
+		redistest.Check(t, standaloneErr)
+		checkLongKeysRSS(t, fmt.Sprintf("store: {type: redis, prefix: longkeys, timeout: 500ms, redis: {addrs: [%q]}}", standalone.Addr()), "fallback")
+	})
+}
+
+// checkLongKeysRSS runs TestLongKeysBoundedRSS on the store section
+// storeYAML, whose in-process store is named store in sluice_store_keys.
+func checkLongKeysRSS(t *testing.T, storeYAML, store string) {
 	const (
 		keys    = 20_000
 		keySize = 8 << 10
@@ -52,7 +67,7 @@ func TestLongKeysBoundedRSS(t *testing.T) {
 	p := start(t, `
 server: {listen: "127.0.0.1:0", shutdown_timeout: 10s}
 admin: {listen: "127.0.0.1:0"}
-store: {type: memory}
+`+storeYAML+`
 policies:
   hourly: {algorithm: fixed_window, limit: 10, window: 1h}
 routes:
@@ -120,7 +135,7 @@ routes:
 		t.Fatal(err)
 	}
 	after := residentBytes(t, pid)
-	if got, want := p.metric(`sluice_store_keys{store="memory"}`), strconv.Itoa(keys+200); got != want {
+	if got, want := p.metric(`sluice_store_keys{store="`+store+`"}`), strconv.Itoa(keys+200); got != want {
 		t.Errorf("sluice_store_keys = %q, want %s: every key tracked", got, want)
 	}
 	grown := after - before
