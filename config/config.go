@@ -155,7 +155,10 @@ type Memory struct {
 	// MaxKeys caps the number of keys tracked at once, at least 1. Default
 	// 1048576. Past the cap, no tracked key is evicted: new keys share one
 	// overflow budget per policy, which is stricter than their own budgets
-	// and never unlimited, until idle keys expire and make room.
+	// and never unlimited, until idle keys expire and make room; the first
+	// overflow is logged and every one counted (sluice_store_keys,
+	// sluice_store_key_overflow_total). A tracked key costs about 85 bytes
+	// whatever its length (docs/operations.md, "The key cap").
 	MaxKeys int `yaml:"max_keys"`
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
-	"github.com/sluice-gw/sluice/store/memory"
 	"github.com/sluice-gw/sluice/store/redis"
 )
 
@@ -48,12 +47,12 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 	mode := fallback.Mode(cfg.Store.OnError)
 	var local ratelimit.Store
 	if mode == fallback.Local || mode == "" {
-		ls, err := memory.New(memory.Options{Clock: clock, MaxKeys: cfg.Store.Memory.MaxKeys})
+		ls, err := openMemory(fallbackStoreName, cfg, clock, m, log)
 		if err != nil {
 			rs.Close()
 			return nil, fmt.Errorf("gateway: local fallback store: %w", err)
 		}
-		local, closers = ls, append(closers, ls)
+		local, closers = ls.Store, append(closers, ls)
 	}
 	// The last store failure, for the log line when the breaker opens.
 	var lastErr atomic.Pointer[error]

@@ -11,7 +11,6 @@ import (
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
-	"github.com/sluice-gw/sluice/store/memory"
 )
 
 // sharedStore is a store that successive gateways may share across reloads.
@@ -78,11 +77,11 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 	}
 	switch cfg.Store.Type {
 	case config.StoreMemory, "":
-		s, err := memory.New(memory.Options{Clock: deps.Clock, MaxKeys: cfg.Store.Memory.MaxKeys})
+		s, err := openMemory(memoryStoreName, cfg, deps.Clock, m, log)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: memory store: %w", err)
 		}
-		return &sharedStore{Store: s, closer: s, spec: spec, refs: 1, overrides: newOverrides(nil, log)}, nil
+		return &sharedStore{Store: s.Store, closer: s, spec: spec, refs: 1, overrides: newOverrides(nil, log)}, nil
 	case config.StoreRedis:
 		return openRedis(cfg, spec, deps.Clock, m, log)
 	default:

@@ -60,6 +60,8 @@ type Metrics struct {
 	fallback       *prometheus.CounterVec
 	fallbackActive prometheus.Gauge
 	reloads        *prometheus.CounterVec
+	storeKeys      *storeKeys
+	keyOverflow    *prometheus.CounterVec
 }
 
 // New creates sluice's collectors and registers them on reg. When reg already
@@ -106,6 +108,11 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_config_reloads_total",
 		Help: "Config reloads (SIGHUP) by result: ok (swapped in) or failed (old config kept).",
 	}, []string{"result"}))
+	m.storeKeys = register(reg, &errs, newStoreKeys())
+	m.keyOverflow = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_store_key_overflow_total",
+		Help: "Limits decided against a shared overflow budget because store.memory.max_keys was reached, by in-process store (memory, fallback).",
+	}, []string{"store"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

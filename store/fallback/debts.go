@@ -24,7 +24,8 @@ const debtSweepInterval = 10 * time.Second
 type debts struct {
 	clock     ratelimit.Clock // nil: monotonic time since base
 	base      time.Time
-	seed      maphash.Seed
+	seed      maphash.Seed // chooses a key's shard and the first half of its digest
+	checkSeed maphash.Seed // the second half
 	perShard  int
 	n         atomic.Int64  // entries over all shards, expired ones included
 	nextSweep atomic.Int64  // ns
@@ -32,10 +33,10 @@ type debts struct {
 	shards    [debtShards]debtShard
 }
 
-// debtShard maps a key to the time (ns) its debt expires.
+// debtShard maps a key's digest to the time (ns) its debt expires.
 type debtShard struct {
 	mu sync.Mutex
-	m  map[string]int64
+	m  map[debtKey]int64
 	_  [40]byte // keep each shard's lock on its own cache line
 }
 
@@ -44,9 +45,10 @@ func newDebts(clock ratelimit.Clock, maxKeys int) *debts {
 	if _, system := clock.(ratelimit.SystemClock); system {
 		clock = nil
 	}
-	d := &debts{clock: clock, base: time.Now(), seed: maphash.MakeSeed(), perShard: max(1, maxKeys/debtShards)}
+	d := &debts{clock: clock, base: time.Now(), seed: maphash.MakeSeed(), checkSeed: maphash.MakeSeed(),
+		perShard: max(1, maxKeys/debtShards)}
 	for i := range d.shards {
-		d.shards[i].m = make(map[string]int64)
+		d.shards[i].m = make(map[debtKey]int64)
 	}
 	return d
 }
@@ -59,9 +61,17 @@ func (d *debts) now() int64 {
 	return d.clock.Now().UnixNano()
 }
 
-// shard returns key's shard.
-func (d *debts) shard(key string) *debtShard {
-	return &d.shards[maphash.String(d.seed, key)%debtShards]
+// debtKey stands for a key in the debts: two 64-bit hashes of the key under
+// the debts' secret random seeds, as the memory store keeps its keys (see
+// its digest.go for the bound on two keys sharing one), so that a debt costs
+// the same whatever the key's length. A key mistaken for another owing key
+// is decided local-first, which only makes it stricter.
+type debtKey struct{ hash, check uint64 }
+
+// key returns key's digest and its shard.
+func (d *debts) key(key string) (debtKey, *debtShard) {
+	k := debtKey{hash: maphash.String(d.seed, key), check: maphash.String(d.checkSeed, key)}
+	return k, &d.shards[k.hash%debtShards]
 }
 
 // owes reports whether any of reqs' keys owes. With no debts at all it
@@ -73,11 +83,11 @@ func (d *debts) owes(reqs []ratelimit.Request) bool {
 	now := d.now()
 	d.maybeSweep(now)
 	for i := range reqs {
-		sh := d.shard(reqs[i].Key)
+		k, sh := d.key(reqs[i].Key)
 		sh.mu.Lock()
-		exp, ok := sh.m[reqs[i].Key]
+		exp, ok := sh.m[k]
 		if ok && exp <= now {
-			delete(sh.m, reqs[i].Key)
+			delete(sh.m, k)
 			d.n.Add(-1)
 			ok = false
 		}
@@ -98,8 +108,7 @@ func (d *debts) charge(reqs []ratelimit.Request, out []ratelimit.Decision) {
 			continue // consumed nothing
 		}
 		exp := addSaturating(now, ratelimit.TTL(out[i]))
-		key := reqs[i].Key
-		sh := d.shard(key)
+		key, sh := d.key(reqs[i].Key)
 		sh.mu.Lock()
 		old, ok := sh.m[key]
 		if !ok && len(sh.m) >= d.perShard {
@@ -133,10 +142,10 @@ func (d *debts) forgive(reqs []ratelimit.Request) {
 		return
 	}
 	for i := range reqs {
-		sh := d.shard(reqs[i].Key)
+		k, sh := d.key(reqs[i].Key)
 		sh.mu.Lock()
-		if _, ok := sh.m[reqs[i].Key]; ok {
-			delete(sh.m, reqs[i].Key)
+		if _, ok := sh.m[k]; ok {
+			delete(sh.m, k)
 			d.n.Add(-1)
 		}
 		sh.mu.Unlock()

@@ -34,18 +34,18 @@ func (s *Store) Evaluate(_ context.Context, reqs []ratelimit.Request, out []rate
 // evaluateOne decides a single valid request of cost n into d.
 func (s *Store) evaluateOne(r *ratelimit.Request, n int64, d *ratelimit.Decision) bool {
 	p := r.Policy
-	h := s.hash(r.Key)
-	sh := &s.shards[h&s.mask]
+	k := s.digest(r.Key)
+	sh := &s.shards[k.hash&s.mask]
 	sh.mu.Lock()
 	now := s.nowMicros()
 	t := &sh.t
-	if i := t.find(h, r.Key); i >= 0 {
+	if i := t.find(k); i >= 0 {
 		t.step(i, p, now, n, d)
 	} else if t.len() < s.perShard {
 		var st ratelimit.State
 		ratelimit.StepInPlaceAt(p, &st, now, n, d)
 		if d.Allowed { // always, from no state, but a denial must store nothing
-			t.store(t.insert(h, r.Key), &st, p, now+ratelimit.TTL(*d))
+			t.store(t.insert(k), &st, p, now+ratelimit.TTL(*d))
 		}
 	} else {
 		sh.mu.Unlock()
@@ -58,13 +58,22 @@ func (s *Store) evaluateOne(r *ratelimit.Request, n int64, d *ratelimit.Decision
 // evaluateOverflow decides a single request whose key found its shard full
 // against the shared overflow budget of its policy.
 func (s *Store) evaluateOverflow(r *ratelimit.Request, n int64, d *ratelimit.Decision) bool {
-	s.overflowHits.Add(1)
 	s.overflow.mu.Lock()
 	now := s.nowMicros()
 	e := s.overflow.entry(r.Policy)
 	e.step(r.Policy, now, n, d)
 	s.overflow.mu.Unlock()
+	s.overflowed(1)
 	return d.Allowed || r.Shadow
+}
+
+// overflowed counts n limits decided against overflow budgets and tells
+// Options.OnOverflow. No lock of the store may be held.
+func (s *Store) overflowed(n int) {
+	s.overflowHits.Add(uint64(n))
+	if s.onOverflow != nil {
+		s.onOverflow(n)
+	}
 }
 
 // ref is one distinct state an Evaluate over several limits works on: a
@@ -75,9 +84,8 @@ type ref struct {
 	shard     int    // index of the shard whose table holds the key; -1 for an overflow budget
 	i         int    // index of the key's slot in that table
 	of        *entry // the overflow budget, when shard is -1
-	hash      uint64 // the key's hash
-	key       string
-	fresh     bool // the slot was inserted by this call and is deleted unless stored
+	digest    digest // the key's
+	fresh     bool   // the slot was inserted by this call and is deleted unless stored
 	state     ratelimit.State
 	policy    *ratelimit.Policy // the policy whose algorithm state belongs to
 	expiresAt int64
@@ -106,9 +114,12 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 		t.reserve(max(0, min(len(reqs), s.perShard-t.len())))
 	}
 	now := s.nowMicros()
-	overflowLocked := false
+	overflowLocked, overflows := false, 0
 	for i := range reqs {
 		rf := s.refFor(&reqs[i], &overflowLocked)
+		if rf.of != nil {
+			overflows++
+		}
 		j := slices.IndexFunc(refs, func(o ref) bool { return o.shard == rf.shard && o.i == rf.i && o.of == rf.of })
 		if j < 0 {
 			j = len(refs)
@@ -128,6 +139,9 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 		s.overflow.mu.Unlock()
 	}
 	s.unlockShards(ids)
+	if overflows > 0 {
+		s.overflowed(overflows)
+	}
 	return admitted
 }
 
@@ -169,20 +183,19 @@ func decide(reqs []ratelimit.Request, out []ratelimit.Decision, refs []ref, refO
 // policy. r's shard must be locked, with room reserved for the insertion; the
 // overflow table is locked on first use and *overflowLocked set.
 func (s *Store) refFor(r *ratelimit.Request, overflowLocked *bool) ref {
-	h := s.hash(r.Key)
-	k := int(h & s.mask)
+	d := s.digest(r.Key)
+	k := int(d.hash & s.mask)
 	t := &s.shards[k].t
-	if i := t.find(h, r.Key); i >= 0 {
-		return ref{shard: k, i: i, hash: h, key: r.Key}
+	if i := t.find(d); i >= 0 {
+		return ref{shard: k, i: i, digest: d}
 	}
 	if t.len() < s.perShard {
-		return ref{shard: k, i: t.insert(h, r.Key), hash: h, key: r.Key, fresh: true}
+		return ref{shard: k, i: t.insert(d), digest: d, fresh: true}
 	}
 	if !*overflowLocked {
 		s.overflow.mu.Lock()
 		*overflowLocked = true
 	}
-	s.overflowHits.Add(1)
 	return ref{shard: -1, i: -1, of: s.overflow.entry(r.Policy)}
 }
 
@@ -203,7 +216,7 @@ func (s *Store) finish(refs []ref, admitted bool) {
 	}
 	for i := range refs {
 		if rf := &refs[i]; rf.fresh && (!admitted || !rf.dirty) {
-			s.shards[rf.shard].t.delete(rf.hash, rf.key)
+			s.shards[rf.shard].t.delete(rf.digest)
 		}
 	}
 }
@@ -223,9 +236,9 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 	for i := range reqs {
 		r := &reqs[i]
 		st := ratelimit.State{}
-		h := s.hash(r.Key)
-		t := &s.shards[h&s.mask].t
-		if i := t.find(h, r.Key); i >= 0 {
+		d := s.digest(r.Key)
+		t := &s.shards[d.hash&s.mask].t
+		if i := t.find(d); i >= 0 {
 			st = t.stateFor(i, r.Policy, now)
 		} else if t.len() >= s.perShard {
 			if !overflowLocked {
@@ -250,10 +263,10 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 // fails.
 func (s *Store) Reset(_ context.Context, reqs []ratelimit.Request) error {
 	for i := range reqs {
-		h := s.hash(reqs[i].Key)
-		sh := &s.shards[h&s.mask]
+		d := s.digest(reqs[i].Key)
+		sh := &s.shards[d.hash&s.mask]
 		sh.mu.Lock()
-		sh.t.delete(h, reqs[i].Key)
+		sh.t.delete(d)
 		sh.mu.Unlock()
 	}
 	return nil

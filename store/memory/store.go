@@ -18,12 +18,15 @@
 // rather than a Go map, so that deciding for a tracked key reads one slot at
 // a random place in memory, where a Go map of pointers reads its control word
 // and slot and then the state they point to. It is a power-of-two array of
-// 64-byte slots, each holding the key's full hash, the key, the policy that
-// wrote the state, the expiry and the state itself inline: one slot is one
-// cache line. The low bits of the key's hash choose the shard and the bits
-// above them the home slot; a lookup probes linearly from there, comparing
-// the stored hash before the key, and stops at an empty slot (hash 0; a
-// stored hash always has its top bit set). The array doubles, rehashing every
+// 64-byte slots, each holding the key's digest, the policy that wrote the
+// state, the expiry and the state itself inline: one slot is one cache line.
+// A digest is two 64-bit hashes of the key under secret per-store seeds; the
+// key's bytes are never kept, so a key of 8 KB costs what a key of 8 bytes
+// does (digest.go bounds the chance of two keys sharing a digest). The low
+// bits of the digest's first hash choose the shard and the bits above them
+// the home slot; a lookup probes linearly from there, comparing both hashes,
+// and stops at an empty slot (hash 0; a stored hash always has its top bit
+// set). The array doubles, rehashing every
 // key, before it would be more than 7/8 full. A deletion shifts the later
 // keys of its probe run back into the gap, so there are no tombstones and the
 // sweeper removes expired keys in place, in one pass. Evaluate over several
@@ -36,7 +39,7 @@
 // quarter of the most the table held, it is rebuilt at the smallest size that
 // holds them, which gives the memory of a burst back. At 100k token-bucket
 // keys in 256 shards the tables take about 84 B per key (64 B slots at a load
-// between 7/16 and 7/8), besides the key strings, which the store keeps.
+// between 7/16 and 7/8), whatever the keys' length.
 // The shared overflow budgets (see below) stay in a Go map; there are few.
 //
 // # Expiry
@@ -56,7 +59,8 @@
 // and algorithm. A flood of distinct keys is therefore limited as a whole: per
 // policy, at most one key's budget beyond what the tracked keys admit. That is
 // stricter than per-key limiting and never unlimited, and the live state of
-// tracked keys stays exact. [Store.Stats] counts such requests. New keys are
+// tracked keys stays exact. [Store.Stats] counts such requests, and
+// Options.OnOverflow hears of each. New keys are
 // tracked again once the sweeper has made room in their shard. Reset never
 // touches an overflow budget.
 //
@@ -114,6 +118,13 @@ type Options struct {
 	// SweepInterval is how often idle keys past their TTL are removed. Zero means
 	// one second.
 	SweepInterval time.Duration
+	// OnOverflow, if set, is called after each Evaluate that decided n ≥ 1
+	// limits against an overflow budget because their keys found their shard
+	// full (see MaxKeys), once Stats().OverflowHits counts them. It is called
+	// on the deciding goroutine with no lock of the store held, so it should
+	// be quick (a counter, an occasional log line). Nil means nothing is
+	// called.
+	OnOverflow func(n int)
 }
 
 // Store is an in-process, sharded [ratelimit.Store]. It is safe for concurrent
@@ -123,7 +134,7 @@ type Store struct {
 	base       time.Time
 	baseMicros int64
 
-	seed     maphash.Seed
+	seeds    seeds
 	shards   []shard
 	mask     uint64
 	perShard int
@@ -131,6 +142,7 @@ type Store struct {
 
 	overflowHits atomic.Uint64
 	expired      atomic.Uint64
+	onOverflow   func(n int)
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -201,13 +213,14 @@ func New(o Options) (*Store, error) {
 		n /= 2
 	}
 	s := &Store{
-		seed:     maphash.MakeSeed(),
-		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
-		perShard: o.MaxKeys / n,
-		overflow: overflow{m: make(map[overflowKey]*entry)},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		seeds:      newSeeds(),
+		shards:     make([]shard, n),
+		mask:       uint64(n - 1),
+		perShard:   o.MaxKeys / n,
+		overflow:   overflow{m: make(map[overflowKey]*entry)},
+		onOverflow: o.OnOverflow,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	if _, system := o.Clock.(ratelimit.SystemClock); !system {
 		s.clock = o.Clock
@@ -270,12 +283,8 @@ func (s *Store) nowMicros() int64 {
 	return s.clock.Now().UnixMicro()
 }
 
-// hash returns key's hash: its low bits choose the shard, the bits above
-// slotShift the slot in the shard's table. It does not allocate.
-func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
-
 // shardIndex returns the index of key's shard. It does not allocate.
-func (s *Store) shardIndex(key string) int { return int(s.hash(key) & s.mask) }
+func (s *Store) shardIndex(key string) int { return int(maphash.String(s.seeds.hash, key) & s.mask) }
 
 // stateFor returns the state p should start from at now: e's state, or no
 // state when e has expired or was written by another algorithm.

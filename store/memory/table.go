@@ -39,16 +39,18 @@ type table struct {
 
 // slot is one key of a table and its state: 64 bytes, so that a slot array
 // (a power of two of at least 512 bytes, which Go's allocator aligns to at
-// least 64 bytes) keeps each slot in one cache line.
+// least 64 bytes) keeps each slot in one cache line. The key itself is not
+// kept: its digest stands for it, so a slot costs the same for any key.
 type slot struct {
-	hash      uint64 // the key's hash with hashMark set; 0: the slot is empty
-	key       string
+	hash      uint64            // the digest's hash with hashMark set; 0: the slot is empty
+	check     uint64            // the digest's check
 	policy    *ratelimit.Policy // wrote the state; nil: no state yet
 	expiresAt int64             // µs; from then on the state is equivalent to no state
 	// The state's fields other than Prev and Log (see ratelimit.State).
 	n, t int64
 	cold uint32 // 1 + index in table.cold of the key's Prev and Log; 0: none (both zero)
 	set  bool
+	_    [8]byte // TestSlotSize keeps the slot at 64 bytes
 }
 
 // coldState holds the fields of a state that only some algorithms use. A
@@ -76,18 +78,18 @@ func maxLoad(n int) int { return n - n/8 }
 // len returns the number of keys in the table.
 func (t *table) len() int { return t.count }
 
-// find returns the index of key's slot, or -1 if key is not in the table. h
-// is key's hash.
-func (t *table) find(h uint64, key string) int {
+// find returns the index of the slot of the key whose digest is d, or -1 if
+// it is not in the table.
+func (t *table) find(d digest) int {
 	slots := t.slots
 	if len(slots) == 0 {
 		return -1
 	}
-	h |= hashMark
+	h := d.hash | hashMark
 	mask := len(slots) - 1
 	for i := home(h, mask); ; i = (i + 1) & mask {
 		s := &slots[i]
-		if s.hash == h && s.key == key {
+		if s.hash == h && s.check == d.check {
 			return i
 		}
 		if s.hash == 0 {
@@ -96,16 +98,16 @@ func (t *table) find(h uint64, key string) int {
 	}
 }
 
-// insert adds key, which must not be in the table, with no state, and
-// returns its slot's index. It grows the slot array first if the table is
+// insert adds the key whose digest is d, which must not be in the table,
+// with no state, and returns its slot's index. It grows the slot array first if the table is
 // full, which moves every slot: an index taken before is void, unless
 // reserve made room for this insertion.
-func (t *table) insert(h uint64, key string) int {
+func (t *table) insert(d digest) int {
 	if t.count >= maxLoad(len(t.slots)) {
 		t.rehash(max(minSlots, 2*len(t.slots)))
 	}
-	i := t.place(h | hashMark)
-	t.slots[i].key = key
+	i := t.place(d.hash | hashMark)
+	t.slots[i].check = d.check
 	t.count++
 	t.peak = max(t.peak, t.count)
 	return i
@@ -171,9 +173,10 @@ func (t *table) deleteAt(i int) {
 	t.count--
 }
 
-// delete removes key if it is in the table and reports whether it was.
-func (t *table) delete(h uint64, key string) bool {
-	i := t.find(h, key)
+// delete removes the key whose digest is d if it is in the table and reports
+// whether it was.
+func (t *table) delete(d digest) bool {
+	i := t.find(d)
 	if i >= 0 {
 		t.deleteAt(i)
 	}

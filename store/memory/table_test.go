@@ -16,32 +16,57 @@ import (
 
 // tracked reports whether key has a slot in its shard's table.
 func (s *Store) tracked(key string) bool {
-	h := s.hash(key)
-	sh := &s.shards[h&s.mask]
+	d := s.digest(key)
+	sh := &s.shards[d.hash&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.t.find(h, key) >= 0
+	return sh.t.find(d) >= 0
 }
 
 // storedState returns key's state as stored, whatever wrote it, or no state
 // if key is not tracked.
 func (s *Store) storedState(key string) ratelimit.State {
-	h := s.hash(key)
-	sh := &s.shards[h&s.mask]
+	d := s.digest(key)
+	sh := &s.shards[d.hash&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := sh.t.find(h, key)
+	i := sh.t.find(d)
 	if i < 0 {
 		return ratelimit.State{}
 	}
 	return sh.t.rawState(i)
 }
 
+// checkOf is the check half of a test key's digest: distinct for every key
+// the table tests use, whatever hash a test gives them.
+func checkOf(k string) uint64 {
+	f := fnv.New64a()
+	f.Write([]byte("check:" + k))
+	return f.Sum64()
+}
+
+// withCheck returns the digest function of a test's hash function.
+func withCheck(hashOf func(string) uint64) func(string) digest {
+	return func(k string) digest { return digest{hash: hashOf(k), check: checkOf(k)} }
+}
+
+// keyAt names the key in slot i of tb, one of the keys of want, or "" when
+// the slot holds a digest of none of them.
+func keyAt[V any](tb *table, i int, digestOf func(string) digest, want map[string]V) string {
+	s := &tb.slots[i]
+	for k := range want {
+		if d := digestOf(k); s.hash == d.hash|hashMark && s.check == d.check {
+			return k
+		}
+	}
+	return ""
+}
+
 // checkTable fails t unless tb holds exactly the keys of want, each with its
-// hash, state and expiry, and its structure is sound: every key lies on its
+// digest, state and expiry, and its structure is sound: every key lies on its
 // probe run (no empty slot between its home slot and its slot), the load is
 // within maxLoad, and the cold records are each used by one slot or free.
-func checkTable(t fataler, tb *table, hashOf func(string) uint64, want map[string]modelEntry) {
+func checkTable(t fataler, tb *table, digestOf func(string) digest, want map[string]modelEntry) {
 	t.Helper()
 	if tb.len() != len(want) {
 		t.Fatalf("table holds %d keys, model %d", tb.len(), len(want))
@@ -67,27 +92,25 @@ func checkTable(t fataler, tb *table, hashOf func(string) uint64, want map[strin
 			continue
 		}
 		occupied++
-		m, ok := want[s.key]
+		key := keyAt(tb, j, digestOf, want)
+		m, ok := want[key]
 		if !ok {
-			t.Fatalf("slot %d holds %q, which the model does not have", j, s.key)
-		}
-		if s.hash != hashOf(s.key)|hashMark {
-			t.Fatalf("slot %d: hash %#x of %q, want %#x", j, s.hash, s.key, hashOf(s.key)|hashMark)
+			t.Fatalf("slot %d holds digest %#x/%#x, of no key the model has", j, s.hash, s.check)
 		}
 		for k := home(s.hash, mask); k != j; k = (k + 1) & mask {
 			if tb.slots[k].hash == 0 {
-				t.Fatalf("%q in slot %d is cut off from its home slot %d by empty slot %d", s.key, j, home(s.hash, mask), k)
+				t.Fatalf("%q in slot %d is cut off from its home slot %d by empty slot %d", key, j, home(s.hash, mask), k)
 			}
 		}
 		if s.cold != 0 {
 			if other, dup := coldUsers[s.cold]; dup {
-				t.Fatalf("%q and %q share cold record %d", s.key, other, s.cold)
+				t.Fatalf("%q and %q share cold record %d", key, other, s.cold)
 			}
-			coldUsers[s.cold] = s.key
+			coldUsers[s.cold] = key
 		}
 		if got := tb.rawState(j); got.N != m.n || got.Prev != m.prev || len(got.Log) != m.log || s.expiresAt != m.expiresAt {
 			t.Fatalf("%q: state %+v expiring at %d, want N %d, Prev %d, %d log entries, expiring at %d",
-				s.key, got, s.expiresAt, m.n, m.prev, m.log, m.expiresAt)
+				key, got, s.expiresAt, m.n, m.prev, m.log, m.expiresAt)
 		}
 	}
 	if occupied != tb.len() {
@@ -106,9 +129,9 @@ func checkTable(t fataler, tb *table, hashOf func(string) uint64, want map[strin
 		t.Fatalf("%d cold records, %d used and %d free: some are lost", len(tb.cold), len(coldUsers), free)
 	}
 	for k, m := range want {
-		i := tb.find(hashOf(k), k)
+		i := tb.find(digestOf(k))
 		if i < 0 {
-			t.Fatalf("%q (hash %#x) not found", k, hashOf(k))
+			t.Fatalf("%q (digest %+v) not found", k, digestOf(k))
 		}
 		if tb.slots[i].expiresAt != m.expiresAt {
 			t.Fatalf("find(%q) = slot %d of another key", k, i)
@@ -167,6 +190,7 @@ func TestTableModel(t *testing.T) {
 		"equal hashes": func(k string) uint64 { return fnvHash(k) % 4 },
 	}
 	for name, hashOf := range hashes {
+		digestOf := withCheck(hashOf)
 		t.Run(name, func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				tb := &table{}
@@ -195,34 +219,34 @@ func TestTableModel(t *testing.T) {
 					return testPolicy[int(m.n)%2] // a sliding window with Prev 0, or a token bucket
 				}
 				rt.Repeat(map[string]func(*rapid.T){
-					"": func(rt *rapid.T) { checkTable(rt, tb, hashOf, model) },
+					"": func(rt *rapid.T) { checkTable(rt, tb, digestOf, model) },
 					"insert or update": func(rt *rapid.T) {
 						k, m := keyGen.Draw(rt, "k"), entryGen.Draw(rt, "entry")
-						i := tb.find(hashOf(k), k)
+						i := tb.find(digestOf(k))
 						if _, ok := model[k]; ok != (i >= 0) {
 							rt.Fatalf("find(%q) = %d, model has it: %v", k, i, ok)
 						}
 						if i < 0 {
-							i = tb.insert(hashOf(k), k)
+							i = tb.insert(digestOf(k))
 						}
 						putState(tb, i, policyFor(m), m)
 						model[k] = m
 					},
 					"lookup": func(rt *rapid.T) {
 						k := keyGen.Draw(rt, "k")
-						i := tb.find(hashOf(k), k)
+						i := tb.find(digestOf(k))
 						m, ok := model[k]
 						if ok != (i >= 0) {
 							rt.Fatalf("find(%q) = %d, model has it: %v", k, i, ok)
 						}
-						if ok && (tb.slots[i].key != k || tb.slots[i].expiresAt != m.expiresAt) {
-							rt.Fatalf("find(%q) = slot %d holding %q", k, i, tb.slots[i].key)
+						if ok && (keyAt(tb, i, digestOf, model) != k || tb.slots[i].expiresAt != m.expiresAt) {
+							rt.Fatalf("find(%q) = slot %d holding %q", k, i, keyAt(tb, i, digestOf, model))
 						}
 					},
 					"delete": func(rt *rapid.T) {
 						k := keyGen.Draw(rt, "k")
 						_, ok := model[k]
-						if got := tb.delete(hashOf(k), k); got != ok {
+						if got := tb.delete(digestOf(k)); got != ok {
 							rt.Fatalf("delete(%q) = %v, model has it: %v", k, got, ok)
 						}
 						delete(model, k)
@@ -234,9 +258,9 @@ func TestTableModel(t *testing.T) {
 						slots := len(tb.slots)
 						var idx []int
 						for _, k := range ks {
-							i := tb.find(hashOf(k), k)
+							i := tb.find(digestOf(k))
 							if i < 0 {
-								i = tb.insert(hashOf(k), k)
+								i = tb.insert(digestOf(k))
 							}
 							idx = append(idx, i)
 						}
@@ -245,8 +269,8 @@ func TestTableModel(t *testing.T) {
 						}
 						for j, k := range ks {
 							m := entryGen.Draw(rt, "entry")
-							if tb.slots[idx[j]].key != k {
-								rt.Fatalf("slot %d of %q now holds %q", idx[j], k, tb.slots[idx[j]].key)
+							if got := keyAt(tb, idx[j], digestOf, map[string]bool{k: true}); got != k {
+								rt.Fatalf("slot %d of %q now holds another key", idx[j], k)
 							}
 							putState(tb, idx[j], policyFor(m), m)
 							model[k] = m
@@ -281,6 +305,7 @@ func TestTableDeleteWrapsAround(t *testing.T) {
 	// Keys and their home slots: the run fills slots 5, 6, 7, 0 and 1.
 	homes := map[string]int{"a": 5, "b": 6, "c": 6, "d": 7, "e": 0}
 	hashOf := func(k string) uint64 { return uint64(homes[k])<<slotShift | uint64(k[0]) }
+	digestOf := withCheck(hashOf)
 	keys := []string{"a", "b", "c", "d", "e"}
 	var orders [][]int
 	var permute func(prefix []int, rest []int)
@@ -299,26 +324,26 @@ func TestTableDeleteWrapsAround(t *testing.T) {
 		model := make(map[string]modelEntry)
 		for i, k := range keys {
 			m := modelEntry{n: int64(i), expiresAt: int64(10 + i)}
-			putState(tb, tb.insert(hashOf(k), k), hotPolicy, m)
+			putState(tb, tb.insert(digestOf(k)), hotPolicy, m)
 			model[k] = m
 		}
 		if len(tb.slots) != 8 {
 			t.Fatalf("%d slots, want 8", len(tb.slots))
 		}
 		var at []string
-		for _, s := range tb.slots {
-			at = append(at, s.key)
+		for i := range tb.slots {
+			at = append(at, keyAt(tb, i, digestOf, model))
 		}
 		if want := []string{"d", "e", "", "", "", "a", "b", "c"}; !slices.Equal(at, want) {
 			t.Fatalf("slots hold %q, want %q", at, want)
 		}
 		for _, j := range order {
 			k := keys[j]
-			if !tb.delete(hashOf(k), k) {
+			if !tb.delete(digestOf(k)) {
 				t.Fatalf("order %v: delete(%q) found nothing", order, k)
 			}
 			delete(model, k)
-			checkTable(t, tb, hashOf, model)
+			checkTable(t, tb, digestOf, model)
 		}
 	}
 }
@@ -329,7 +354,7 @@ func TestTableDeleteWrapsAround(t *testing.T) {
 func TestTableSweepWrapsAround(t *testing.T) {
 	for mask := 0; mask < 1<<5; mask++ { // which of the 5 keys expire
 		homes := map[string]int{"a": 6, "b": 6, "c": 7, "d": 7, "e": 7}
-		hashOf := func(k string) uint64 { return uint64(homes[k])<<slotShift | uint64(k[0]) }
+		digestOf := withCheck(func(k string) uint64 { return uint64(homes[k])<<slotShift | uint64(k[0]) })
 		tb := &table{}
 		model := make(map[string]modelEntry)
 		for i, k := range []string{"a", "b", "c", "d", "e"} {
@@ -337,7 +362,7 @@ func TestTableSweepWrapsAround(t *testing.T) {
 			if mask&(1<<i) != 0 {
 				m.expiresAt = 1
 			}
-			putState(tb, tb.insert(hashOf(k), k), hotPolicy, m)
+			putState(tb, tb.insert(digestOf(k)), hotPolicy, m)
 			if m.expiresAt > 1 {
 				model[k] = m
 			}
@@ -345,14 +370,14 @@ func TestTableSweepWrapsAround(t *testing.T) {
 		if got, want := tb.removeExpired(50), 5-len(model); got != want {
 			t.Errorf("expiring %05b: removeExpired = %d, want %d", mask, got, want)
 		}
-		checkTable(t, tb, hashOf, model)
+		checkTable(t, tb, digestOf, model)
 	}
 }
 
 // TestTableShrinkCompactsCold checks that shrinking after a burst gives back
 // the slot array and the cold records, and keeps the state of the keys left.
 func TestTableShrinkCompactsCold(t *testing.T) {
-	hashOf := func(k string) uint64 { return uint64(len(k)) * 0x9e3779b97f4a7c15 }
+	digestOf := withCheck(func(k string) uint64 { return uint64(len(k)) * 0x9e3779b97f4a7c15 })
 	tb := &table{}
 	model := make(map[string]modelEntry)
 	for i := range 1000 {
@@ -366,13 +391,13 @@ func TestTableShrinkCompactsCold(t *testing.T) {
 		if m.log > 0 {
 			p = slPolicy
 		}
-		putState(tb, tb.insert(hashOf(k), k), p, m)
+		putState(tb, tb.insert(digestOf(k)), p, m)
 	}
 	if got := tb.removeExpired(15); got != 990 {
 		t.Fatalf("removeExpired = %d, want 990", got)
 	}
 	tb.shrink()
-	checkTable(t, tb, hashOf, model)
+	checkTable(t, tb, digestOf, model)
 	if len(tb.slots) != 16 || len(tb.cold) != 10 || tb.peak != 10 {
 		t.Errorf("after the shrink: %d slots, %d cold records, peak %d; want 16, 10 and 10", len(tb.slots), len(tb.cold), tb.peak)
 	}
@@ -421,11 +446,11 @@ func TestMultiLimitGrowsTable(t *testing.T) {
 		t.Errorf("%d keys tracked after the denied call, want %d", st.Keys, len(reqs))
 	}
 	tb := &s.shards[0].t
-	checkTable(t, tb, s.hash, func() map[string]modelEntry {
+	checkTable(t, tb, s.digest, func() map[string]modelEntry {
 		m := make(map[string]modelEntry)
-		for i := range tb.slots {
-			if sl := tb.slots[i]; sl.hash != 0 {
-				m[sl.key] = modelEntry{n: sl.n, expiresAt: sl.expiresAt}
+		for _, r := range reqs {
+			if i := tb.find(s.digest(r.Key)); i >= 0 {
+				m[r.Key] = modelEntry{n: tb.slots[i].n, expiresAt: tb.slots[i].expiresAt}
 			}
 		}
 		return m
