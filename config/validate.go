@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml/token"
 
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -44,6 +45,7 @@ type validator struct {
 	pos    map[string]token.Position // nil for a Config built in Go
 	parent map[string]string
 	bad    map[string]bool // values the decoder already reported
+	blank  map[string]bool // text values the file gives as ""
 	errs   Errors
 }
 
@@ -145,7 +147,7 @@ func (v *validator) explicitZeros(c *Config) {
 		for j, l := range r.Limits {
 			lp := fmt.Sprintf("%s.limits[%d]", p, j)
 			zero(lp+".cost", l.Cost == 0, "must be at least 1, got 0")
-			zero(lp+".on_empty_key", l.OnEmptyKey == "", "is empty (allowed: deny, anonymous, skip)")
+			zero(lp+".on_empty_key", v.blank[lp+".on_empty_key"], "is empty (allowed: deny, anonymous, skip)")
 		}
 	}
 }
@@ -733,10 +735,8 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 	if len(l.Key) == 0 {
 		v.errf(p+".key", "key is required (%s, or a list of these)", keyForms)
 	}
-	switch l.OnEmptyKey {
-	case OnEmptyDeny, OnEmptyAnonymous, OnEmptySkip:
-	default:
-		v.errf(p+".on_empty_key", "unknown on_empty_key %q (allowed: deny, anonymous, skip)", l.OnEmptyKey)
+	if _, err := l.OnEmptyKey.MarshalText(); err != nil {
+		v.errf(p+".on_empty_key", "%v", err)
 	}
 	if len(l.Overrides) > 0 && len(l.Key) > 1 {
 		v.errf(p+".overrides", "overrides match single-part keys only, and this key has %d parts; set overrides for list keys through the admin API", len(l.Key))
@@ -755,9 +755,9 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 
 func (v *validator) plans(p string, pl *Plans, usable func(at, name, what string)) {
 	switch {
-	case pl.From == KeyPart{}:
+	case pl.From == httplimit.KeyPart{}:
 		v.errf(p+".from", "from is required: the request value naming the plan (e.g. header:X-Plan)")
-	case pl.From.Kind == KeyConst:
+	case pl.From.Source == httplimit.SourceConst:
 		v.errf(p+".from", "from %q is a constant; it must read the request (header:NAME, query:NAME, ip, route or path)", pl.From)
 	}
 	if len(pl.Policies) == 0 {
@@ -770,4 +770,22 @@ func (v *validator) plans(p string, pl *Plans, usable func(at, name, what string
 		}
 		usable(kp, pl.Policies[k], "plan "+strconv.Quote(k))
 	}
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token (a valid header
+// name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

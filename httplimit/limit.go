@@ -38,7 +38,27 @@ func ParseEmptyKey(s string) (EmptyKey, error) {
 	case "skip":
 		return EmptyKeySkip, nil
 	}
-	return 0, fmt.Errorf("unknown on_empty_key %q (deny, anonymous or skip)", s)
+	return 0, fmt.Errorf("unknown on_empty_key %q (allowed: deny, anonymous, skip)", s)
+}
+
+// UnmarshalText parses text as [ParseEmptyKey] does, so that an EmptyKey
+// decodes from configuration files.
+func (e *EmptyKey) UnmarshalText(text []byte) error {
+	v, err := ParseEmptyKey(string(text))
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
+}
+
+// MarshalText returns the configuration spelling, as String does. It fails
+// for a value other than the three modes.
+func (e EmptyKey) MarshalText() ([]byte, error) {
+	if e > EmptyKeySkip {
+		return nil, fmt.Errorf("unknown on_empty_key %s (allowed: deny, anonymous, skip)", e)
+	}
+	return []byte(e.String()), nil
 }
 
 // String returns the configuration spelling: "deny", "anonymous" or "skip".
