@@ -240,7 +240,7 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
-		g.metrics.Decision(ev.Route, v.Policy.Name(), metrics.Result(v.Result))
+		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
 	g.stats.record(g.clock.Now(), ev)
 	g.observeAccess(r, ev)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/ratelimit"
 )
 
 // Dashboard statistics: request counters per route and the most limited
@@ -57,9 +58,9 @@ func (s *stats) record(now time.Time, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		switch {
-		case v.Result == httplimit.ResultShadowDenied:
+		case v.Result == ratelimit.ShadowDenied:
 			shadow = true
-		case v.Result == httplimit.ResultDenied && !v.Anonymous:
+		case v.Result == ratelimit.Denied && !v.Anonymous:
 			s.top.add(now, ev.Route, v.Key)
 		}
 	}

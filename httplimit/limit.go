@@ -151,21 +151,6 @@ type Options struct {
 	Observe func(r *http.Request, ev *Event)
 }
 
-// Result is one limit's own verdict on one request, as counted in the
-// sluice_decisions_total metric.
-type Result string
-
-// The verdicts of a limit.
-const (
-	// ResultAllowed: the limit would admit the request (even if another
-	// limit denied it).
-	ResultAllowed Result = "allowed"
-	// ResultDenied: a non-shadow limit denied the request.
-	ResultDenied Result = "denied"
-	// ResultShadowDenied: a shadow limit would have denied the request.
-	ResultShadowDenied Result = "shadow_denied"
-)
-
 // Outcome is what the middleware did with a request.
 type Outcome string
 
@@ -199,7 +184,7 @@ type Verdict struct {
 	// Shadow reports a shadow limit.
 	Shadow bool
 	// Result is the limit's own verdict.
-	Result Result
+	Result ratelimit.Verdict
 	// Decision is the store's decision for this limit.
 	Decision ratelimit.Decision
 }
