@@ -114,13 +114,17 @@ const (
 )
 
 // On-error modes: what happens while the store is unavailable (SPEC §5).
+// They are spelled as store/fallback's Mode values, which the gateway
+// converts them to; config holds strings because it does not import the
+// store packages.
 const (
 	OnErrorLocal = "local"
 	OnErrorAllow = "allow"
 	OnErrorDeny  = "deny"
 )
 
-// Redis modes.
+// Redis modes, spelled as store/redis's Mode values, which the gateway
+// converts them to.
 const (
 	RedisStandalone = "standalone"
 	RedisSentinel   = "sentinel"
