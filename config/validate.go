@@ -735,6 +735,17 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 	if len(l.Key) == 0 {
 		v.errf(p+".key", "key is required (%s, or a list of these)", keyForms)
 	}
+	// A decoded key is always valid; one built in Go may not be.
+	for i, part := range l.Key {
+		if _, err := part.MarshalText(); err != nil {
+			v.errf(fmt.Sprintf("%s.key[%d]", p, i), "%v", err)
+		}
+	}
+	if l.Plans != nil && l.Plans.From != (httplimit.KeyPart{}) {
+		if _, err := l.Plans.From.MarshalText(); err != nil {
+			v.errf(p+".plans.from", "%v", err)
+		}
+	}
 	if _, err := l.OnEmptyKey.MarshalText(); err != nil {
 		v.errf(p+".on_empty_key", "%v", err)
 	}
