@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -113,13 +114,17 @@ const (
 )
 
 // On-error modes: what happens while the store is unavailable (SPEC §5).
+// They are spelled as store/fallback's Mode values, which the gateway
+// converts them to; config holds strings because it does not import the
+// store packages.
 const (
 	OnErrorLocal = "local"
 	OnErrorAllow = "allow"
 	OnErrorDeny  = "deny"
 )
 
-// Redis modes.
+// Redis modes, spelled as store/redis's Mode values, which the gateway
+// converts them to.
 const (
 	RedisStandalone = "standalone"
 	RedisSentinel   = "sentinel"
@@ -322,14 +327,6 @@ type Respond struct {
 	Headers map[string]string `yaml:"headers"`
 }
 
-// On-empty-key actions: what a limit does with a request whose key is empty
-// (SPEC §2.1).
-const (
-	OnEmptyDeny      = "deny"
-	OnEmptyAnonymous = "anonymous"
-	OnEmptySkip      = "skip"
-)
-
 // Limit is one limit on a route.
 type Limit struct {
 	// Policy is the name of the policy in force for keys that no override or
@@ -338,7 +335,7 @@ type Limit struct {
 	// Key picks the budget: header:NAME | query:NAME | ip | route | path |
 	// const:TEXT, or a list of these whose values together form the key.
 	// Required.
-	Key Key `yaml:"key"`
+	Key httplimit.Key `yaml:"key"`
 	// Cost is what one request consumes, an integer ≥ 1. It may not exceed
 	// the limit (capacity, limit or burst) of any policy this limit can use.
 	// Default 1.
@@ -346,7 +343,7 @@ type Limit struct {
 	// OnEmptyKey is what happens to a request whose key is empty (absent or
 	// blank): "deny" (default; 403), "anonymous" (one budget shared by all
 	// such requests) or "skip" (this limit does not apply).
-	OnEmptyKey string `yaml:"on_empty_key"`
+	OnEmptyKey httplimit.EmptyKey `yaml:"on_empty_key"`
 	// Overrides give a fixed policy to some key values: {demo1234: vip}. They
 	// match single-part keys only; list keys get overrides through the admin
 	// API.
@@ -363,7 +360,7 @@ type Limit struct {
 type Plans struct {
 	// From is the request value naming the plan: header:NAME | query:NAME |
 	// ip | route | path. Required.
-	From KeyPart `yaml:"from"`
+	From httplimit.KeyPart `yaml:"from"`
 	// Policies maps plan values to policy names: {free: free-tier, pro:
 	// pro-tier}. A value not listed falls back to the limit's policy.
 	// Required, not empty.

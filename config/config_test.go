@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -86,7 +87,7 @@ policies:
 		t.Errorf("respond status = %d, want 200", got)
 	}
 	l := c.Routes[1].Limits[0]
-	if l.Cost != 1 || l.OnEmptyKey != OnEmptyDeny {
+	if l.Cost != 1 || l.OnEmptyKey != httplimit.EmptyKeyDeny {
 		t.Errorf("limit defaults: cost %d on_empty_key %q, want 1 deny", l.Cost, l.OnEmptyKey)
 	}
 	if got := c.Policies["p"].Mode; got != ratelimit.Police {
@@ -98,7 +99,7 @@ func TestApplyDefaultsKeepsSetValuesAndIsIdempotent(t *testing.T) {
 	c := &Config{
 		Server: Server{Listen: ":1", ShutdownTimeout: time.Second, MaxHeaderBytes: 1 << 20},
 		Store:  Store{Type: StoreRedis, OnError: OnErrorDeny, Redis: Redis{Mode: RedisCluster}},
-		Routes: []Route{{ID: "a", Upstream: "http://x", Timeout: time.Minute, Limits: []Limit{{Cost: 3, OnEmptyKey: OnEmptySkip}}}},
+		Routes: []Route{{ID: "a", Upstream: "http://x", Timeout: time.Minute, Limits: []Limit{{Cost: 3, OnEmptyKey: httplimit.EmptyKeySkip}}}},
 	}
 	ApplyDefaults(c)
 	once := *c
@@ -109,7 +110,7 @@ func TestApplyDefaultsKeepsSetValuesAndIsIdempotent(t *testing.T) {
 	}
 	if c.Server.Listen != ":1" || c.Server.ShutdownTimeout != time.Second || c.Server.MaxHeaderBytes != 1<<20 ||
 		c.Store.Type != StoreRedis || c.Store.OnError != OnErrorDeny || c.Store.Redis.Mode != RedisCluster ||
-		c.Routes[0].Timeout != time.Minute || c.Routes[0].Limits[0].Cost != 3 || c.Routes[0].Limits[0].OnEmptyKey != OnEmptySkip {
+		c.Routes[0].Timeout != time.Minute || c.Routes[0].Limits[0].Cost != 3 || c.Routes[0].Limits[0].OnEmptyKey != httplimit.EmptyKeySkip {
 		t.Errorf("ApplyDefaults replaced set values: %+v", c)
 	}
 	if c.Server.IdleTimeout != DefaultIdleTimeout || c.Store.Prefix != DefaultStorePrefix {
@@ -206,7 +207,7 @@ routes:
 		{"match.headers", c.Routes[0].Match.Headers, map[string]string{"X-Env": "v"}},
 		{"upstream", c.Routes[0].Upstream, "http://backend:8081"},
 		{"preserve_host", c.Routes[0].PreserveHost, true},
-		{"key", c.Routes[0].Limits[0].Key, Key{{Kind: KeyHeader, Arg: "X-User"}}},
+		{"key", c.Routes[0].Limits[0].Key, httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}}},
 		{"overrides", c.Routes[0].Limits[0].Overrides, map[string]string{"demo": "p"}},
 	}
 	for _, ck := range checks {
@@ -277,48 +278,6 @@ func TestParseRate(t *testing.T) {
 		case !tt.err && math.Abs(got-tt.want) > 1e-12*tt.want:
 			t.Errorf("ParseRate(%q) = %v, want %v", tt.in, got, tt.want)
 		}
-	}
-}
-
-func TestParseKeyPart(t *testing.T) {
-	tests := []struct {
-		in   string
-		want KeyPart
-		err  string
-	}{
-		{in: "ip", want: KeyPart{Kind: KeyIP}},
-		{in: "route", want: KeyPart{Kind: KeyRoute}},
-		{in: "path", want: KeyPart{Kind: KeyPath}},
-		{in: "header:X-User-Id", want: KeyPart{Kind: KeyHeader, Arg: "X-User-Id"}},
-		{in: "query:api_key", want: KeyPart{Kind: KeyQuery, Arg: "api_key"}},
-		{in: "const:a:b c", want: KeyPart{Kind: KeyConst, Arg: "a:b c"}},
-		{in: "header:", err: "not a valid HTTP header name"},
-		{in: "header:X Y", err: "not a valid HTTP header name"},
-		{in: "query:", err: "query parameter name is empty"},
-		{in: "const:", err: "constant text is empty"},
-		{in: "IP", err: "unknown key"},
-		{in: "ip:1", err: "unknown key"},
-		{in: "cookie:x", err: "unknown key"},
-		{in: "", err: "unknown key"},
-	}
-	for _, tt := range tests {
-		got, err := ParseKeyPart(tt.in)
-		if tt.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("ParseKeyPart(%q) error = %v, want one containing %q", tt.in, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ParseKeyPart(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
-		}
-		if got.String() != tt.in {
-			t.Errorf("ParseKeyPart(%q).String() = %q", tt.in, got.String())
-		}
-	}
-	k := Key{{Kind: KeyHeader, Arg: "X-User-Id"}, {Kind: KeyPath}}
-	if got := k.String(); got != "[header:X-User-Id, path]" {
-		t.Errorf("Key.String() = %q", got)
 	}
 }
 
@@ -451,7 +410,7 @@ func TestValidateGoConfig(t *testing.T) {
 		Policies: map[string]PolicySpec{"p": {Algorithm: ratelimit.GCRA, Burst: 5, Rate: 1}},
 		Routes: []Route{{
 			ID: "a", Match: Match{Path: "/a/**"}, Upstream: "http://127.0.0.1:1",
-			Limits: []Limit{{Policy: "p", Key: Key{{Kind: KeyIP}}}},
+			Limits: []Limit{{Policy: "p", Key: httplimit.Key{{Source: httplimit.SourceIP}}}},
 		}},
 	}
 	ApplyDefaults(c)

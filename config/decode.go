@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/sluice-gw/sluice/httplimit"
 )
 
 // decodeBudget bounds the number of values decoded from one file, so that
@@ -41,6 +44,7 @@ type decoder struct {
 	pos    map[string]token.Position // path → position of the value given there
 	parent map[string]string         // quoted map key path → its parent's path
 	bad    map[string]bool           // paths whose value could not be decoded
+	blank  map[string]bool           // paths of text values given as ""
 	order  map[string][]string       // map path → its keys in file order
 
 	anchors map[string][]*ast.AnchorNode // name → anchors in document order
@@ -58,6 +62,7 @@ func newDecoder(file string, lookup func(string) (string, bool), size int) *deco
 		pos:     map[string]token.Position{},
 		parent:  map[string]string{},
 		bad:     map[string]bool{},
+		blank:   map[string]bool{},
 		order:   map[string][]string{},
 		anchors: map[string][]*ast.AnchorNode{},
 		size:    size,
@@ -286,9 +291,13 @@ func (d *decoder) resolve(n ast.Node, path string) (ast.Node, bool) {
 
 var (
 	durationType = reflect.TypeFor[time.Duration]()
-	keyType      = reflect.TypeFor[Key]()
-	keyPartType  = reflect.TypeFor[KeyPart]()
+	keyType      = reflect.TypeFor[httplimit.Key]()
+	keyPartType  = reflect.TypeFor[httplimit.KeyPart]()
+	textType     = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
+
+// keyForms is the key syntax, for messages.
+const keyForms = "header:NAME | query:NAME | ip | route | path | const:TEXT"
 
 // decode decodes node n, found at path, into v. opt is the `yaml` tag's
 // option ("rate" for rate fields).
@@ -314,13 +323,10 @@ func (d *decoder) decode(n ast.Node, path string, v reflect.Value, opt string) {
 		d.decodeKey(n, path, v)
 		return
 	case v.Type() == keyPartType:
-		if s, ok := d.text(n, path, "a key part ("+keyForms+")"); ok {
-			if p, err := ParseKeyPart(s); err != nil {
-				d.fail(n, path, "%v", err)
-			} else {
-				v.Set(reflect.ValueOf(p))
-			}
-		}
+		d.decodeText(n, path, v, "a key part ("+keyForms+")", false)
+		return
+	case reflect.PointerTo(v.Type()).Implements(textType):
+		d.decodeText(n, path, v, "a string", true)
 		return
 	}
 	switch v.Kind() {
@@ -597,6 +603,25 @@ func (d *decoder) decodeFloat(n ast.Node, path string, v reflect.Value, rate boo
 	v.SetFloat(f)
 }
 
+// decodeText decodes a scalar into v, whose pointer is an
+// encoding.TextUnmarshaler; what describes the value for messages. With
+// blank set, a value given as "" is recorded in d.blank and left zero, for
+// the validator to report: an empty mode is not a way to ask for the
+// default.
+func (d *decoder) decodeText(n ast.Node, path string, v reflect.Value, what string, blank bool) {
+	s, ok := d.text(n, path, what)
+	if !ok {
+		return
+	}
+	if s == "" && blank {
+		d.blank[path] = true
+		return
+	}
+	if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+		d.fail(n, path, "%v", err)
+	}
+}
+
 // decodeKey accepts one key part or a list of them.
 func (d *decoder) decodeKey(n ast.Node, path string, v reflect.Value) {
 	seq, isSeq := n.(*ast.SequenceNode)
@@ -605,22 +630,22 @@ func (d *decoder) decodeKey(n ast.Node, path string, v reflect.Value) {
 		if !ok {
 			return
 		}
-		p, err := ParseKeyPart(s)
-		if err != nil {
+		var p httplimit.KeyPart
+		if err := p.UnmarshalText([]byte(s)); err != nil {
 			d.fail(n, path, "%v", err)
 			return
 		}
-		v.Set(reflect.ValueOf(Key{p}))
+		v.Set(reflect.ValueOf(httplimit.Key{p}))
 		return
 	}
 	if len(seq.Values) == 0 {
 		d.fail(n, path, "key list is empty (give one or more of %s)", keyForms)
 		return
 	}
-	var k Key
+	var k httplimit.Key
 	for i, e := range seq.Values {
 		ep := fmt.Sprintf("%s[%d]", path, i)
-		var part KeyPart
+		var part httplimit.KeyPart
 		d.decode(e, ep, reflect.ValueOf(&part).Elem(), "")
 		if d.bad[ep] {
 			d.bad[path] = true

@@ -66,7 +66,6 @@ func ApplyDefaults(c *Config) {
 		for j := range r.Limits {
 			l := &r.Limits[j]
 			setDefault(&l.Cost, DefaultCost)
-			setDefault(&l.OnEmptyKey, OnEmptyDeny)
 		}
 	}
 }

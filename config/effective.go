@@ -113,7 +113,7 @@ func (w *yamlWriter) route(r Route) {
 			w.kv(4, "key", flowList(key))
 		}
 		w.kv(4, "cost", strconv.FormatInt(l.Cost, 10))
-		w.kv(4, "on_empty_key", quote(l.OnEmptyKey))
+		w.kv(4, "on_empty_key", quote(l.OnEmptyKey.String()))
 		w.kv(4, "overrides", flowMap(l.Overrides))
 		if l.Plans != nil {
 			w.line(4, "plans:")

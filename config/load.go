@@ -59,7 +59,7 @@ func Parse(filename string, data []byte, lookup func(string) (string, bool)) (*C
 	d.decode(body, "", reflect.ValueOf(c).Elem(), "")
 	c.policyOrder = d.order["policies"]
 
-	v := &validator{file: filename, pos: d.pos, parent: d.parent, bad: d.bad}
+	v := &validator{file: filename, pos: d.pos, parent: d.parent, bad: d.bad, blank: d.blank}
 	v.explicitZeros(c)
 	ApplyDefaults(c)
 	compiled := v.validate(c)

@@ -1,11 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/goccy/go-yaml/token"
 
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -43,6 +45,7 @@ type validator struct {
 	pos    map[string]token.Position // nil for a Config built in Go
 	parent map[string]string
 	bad    map[string]bool // values the decoder already reported
+	blank  map[string]bool // text values the file gives as ""
 	errs   Errors
 }
 
@@ -144,7 +147,7 @@ func (v *validator) explicitZeros(c *Config) {
 		for j, l := range r.Limits {
 			lp := fmt.Sprintf("%s.limits[%d]", p, j)
 			zero(lp+".cost", l.Cost == 0, "must be at least 1, got 0")
-			zero(lp+".on_empty_key", l.OnEmptyKey == "", "is empty (allowed: deny, anonymous, skip)")
+			zero(lp+".on_empty_key", v.blank[lp+".on_empty_key"], "is empty (allowed: deny, anonymous, skip)")
 		}
 	}
 }
@@ -316,16 +319,6 @@ func algorithmNames() string {
 	return strings.Join(names, ", ")
 }
 
-// policyFields is what each algorithm takes besides algorithm itself.
-var policyFields = map[ratelimit.Algorithm][]string{
-	ratelimit.TokenBucket:   {"capacity", "rate"},
-	ratelimit.LeakyBucket:   {"capacity", "rate", "mode", "max_delay"},
-	ratelimit.FixedWindow:   {"limit", "window"},
-	ratelimit.SlidingLog:    {"limit", "window"},
-	ratelimit.SlidingWindow: {"limit", "window"},
-	ratelimit.GCRA:          {"burst", "rate"},
-}
-
 // maxName is the name of a policy's limit (capacity, limit or burst).
 func maxName(a ratelimit.Algorithm) string {
 	switch a {
@@ -337,146 +330,157 @@ func maxName(a ratelimit.Algorithm) string {
 	return "limit"
 }
 
-// policy checks one policy field by field, so that each problem points at
-// its line, then compiles it. It returns nil if the policy is invalid.
+// policy compiles one policy and reports each problem [ratelimit.NewPolicy]
+// finds at the line of the field at fault. It returns nil if the policy is
+// invalid.
 func (v *validator) policy(name string, s PolicySpec) *ratelimit.Policy {
-	pc := &policyCheck{v: v, path: mapPath("policies", name), s: s}
-	if !nameRE.MatchString(name) {
-		pc.failed = true
-		v.errf(pc.path, "policy name %q may contain only letters, digits, '.', '_' and '-'", name)
-	}
-	takes, known := policyFields[s.Algorithm]
-	switch {
-	case s.Algorithm == "":
-		pc.fail("algorithm", "algorithm is required (allowed: %s)", algorithmNames())
-		return nil
-	case !known:
-		pc.fail("algorithm", "unknown algorithm %q (allowed: %s)", s.Algorithm, algorithmNames())
-		return nil
-	}
-	pc.takes = takes
-	pc.amount("capacity", s.Capacity)
-	pc.amount("limit", s.Limit)
-	pc.amount("burst", s.Burst)
-	pc.rate()
-	pc.window()
-	pc.mode()
-	if pc.failed {
-		return nil
+	path := mapPath("policies", name)
+	nameOK := nameRE.MatchString(name)
+	if !nameOK {
+		v.errf(path, "policy name %q may contain only letters, digits, '.', '_' and '-'", name)
 	}
 	p, err := ratelimit.NewPolicy(s.config(name))
-	if err != nil {
-		// Rules the checks above do not repeat, such as gcra's bound on
-		// burst/rate, land on the policy as a whole.
-		v.errf(pc.path, "%v", err)
+	probs := policyErrors(err)
+	for _, pe := range probs {
+		if pe.Field == "algorithm" {
+			// Without a known algorithm no other field can be judged.
+			v.errf(joinPath(path, "algorithm"), "%s", algorithmMessage(pe))
+			return nil
+		}
+	}
+	reported := map[string]bool{}
+	var whole []*ratelimit.PolicyError
+	for _, pe := range probs {
+		if pe.Field == "" {
+			whole = append(whole, pe)
+			continue
+		}
+		reported[pe.Field] = true
+		fp := joinPath(path, pe.Field)
+		v.errf(fp, "%s", policyMessage(pe, s, v.given(fp, isZero(pe.Value))))
+	}
+	// A field the file sets to its zero value looks left out to NewPolicy.
+	// Ask NewPolicy about it as if it were set, so that one given where the
+	// algorithm does not take it is reported as for any other value.
+	for _, pe := range policyErrors(v.givenZeros(path, s, reported)) {
+		if pe.Field != "" && !reported[pe.Field] {
+			reported[pe.Field] = true
+			v.errf(joinPath(path, pe.Field), "%s", policyMessage(pe, s, true))
+		}
+	}
+	// max_delay written as 0 would mean the same as left out (no bound
+	// beyond the capacity), the opposite of how it reads; so like every
+	// duration in the file it must be > 0.
+	if fp := joinPath(path, "max_delay"); s.MaxDelay == 0 && v.given(fp, true) && !reported["max_delay"] {
+		reported["max_delay"] = true
+		v.errf(fp, "max_delay must be a positive duration, got %v (leave it out to bound the wait only by the capacity)", s.MaxDelay)
+	}
+	if !nameOK || len(reported) > 0 {
 		return nil
+	}
+	for _, pe := range whole {
+		// Rules on the policy as a whole, such as gcra's bound on
+		// burst/rate, land on the policy itself.
+		v.errf(path, "%v", pe)
 	}
 	return p
 }
 
-// policyCheck checks the fields of one policy.
-type policyCheck struct {
-	v      *validator
-	path   string
-	s      PolicySpec
-	takes  []string // the fields the algorithm takes
-	failed bool
-}
-
-func (pc *policyCheck) fail(field, format string, args ...any) {
-	pc.failed = true
-	pc.v.errf(joinPath(pc.path, field), format, args...)
-}
-
-func (pc *policyCheck) uses(field string) bool { return slices.Contains(pc.takes, field) }
-
-// given reports whether field was set, zero saying whether its value is zero.
-func (pc *policyCheck) given(field string, zero bool) bool {
-	return pc.v.given(joinPath(pc.path, field), zero)
-}
-
-// notApplicable reports a field the algorithm does not take, if it is set.
-func (pc *policyCheck) notApplicable(field string, zero bool) {
-	if pc.given(field, zero) {
-		pc.fail(field, "%s does not apply to %s (it takes %s)", field, pc.s.Algorithm, strings.Join(pc.takes, ", "))
+// givenZeros returns what NewPolicy says about s with every field the file
+// sets to zero, and that is not already reported, set to a non-zero value.
+// It returns nil when there is no such field.
+func (v *validator) givenZeros(path string, s PolicySpec, reported map[string]bool) error {
+	probe, any := s, false
+	set := func(field string, zero bool, apply func()) {
+		if zero && !reported[field] && v.pos != nil && v.given(joinPath(path, field), true) {
+			apply()
+			any = true
+		}
 	}
+	set("capacity", s.Capacity == 0, func() { probe.Capacity = 1 })
+	set("limit", s.Limit == 0, func() { probe.Limit = 1 })
+	set("burst", s.Burst == 0, func() { probe.Burst = 1 })
+	set("rate", s.Rate == 0, func() { probe.Rate = 1 })
+	set("window", s.Window == 0, func() { probe.Window = time.Second })
+	set("mode", s.Mode == "", func() { probe.Mode = ratelimit.Police })
+	set("max_delay", s.MaxDelay == 0, func() { probe.MaxDelay = time.Second })
+	if !any {
+		return nil
+	}
+	_, err := ratelimit.NewPolicy(probe.config(""))
+	return err
 }
 
-func (pc *policyCheck) amount(f string, n int64) {
+// policyErrors returns the *ratelimit.PolicyError values in err, which
+// NewPolicy joins.
+func policyErrors(err error) []*ratelimit.PolicyError {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var out []*ratelimit.PolicyError
+	for _, e := range errs {
+		var pe *ratelimit.PolicyError
+		if errors.As(e, &pe) {
+			out = append(out, pe)
+		}
+	}
+	return out
+}
+
+// isZero reports whether a PolicyError's Value is its type's zero value.
+func isZero(v any) bool {
+	return v == nil || reflect.ValueOf(v).IsZero()
+}
+
+// algorithmMessage words a problem with a policy's algorithm.
+func algorithmMessage(pe *ratelimit.PolicyError) string {
+	if pe.Reason == ratelimit.ReasonMissing {
+		return fmt.Sprintf("algorithm is required (allowed: %s)", algorithmNames())
+	}
+	return fmt.Sprintf("unknown algorithm %q (allowed: %s)", pe.Value, algorithmNames())
+}
+
+// policyMessage words a problem with one field of policy s for the file:
+// given says whether the file sets the field. Where the file's reader needs
+// more than NewPolicy says (what to write instead, what the algorithm
+// takes), it says more.
+func policyMessage(pe *ratelimit.PolicyError, s PolicySpec, given bool) string {
+	f, a := pe.Field, s.Algorithm
 	switch {
-	case !pc.uses(f):
-		pc.notApplicable(f, n == 0)
-	case n == 0 && !pc.given(f, true):
-		pc.fail(f, "%s is required for %s (an integer from 1 to 2^53)", f, pc.s.Algorithm)
-	case n < 1:
-		pc.fail(f, "%s must be at least 1, got %d", f, n)
-	case n > ratelimit.MaxAmount:
-		pc.fail(f, "%s must be at most 2^53 (%d), got %d", f, int64(ratelimit.MaxAmount), n)
-	}
-}
-
-func (pc *policyCheck) rate() {
-	switch r := pc.s.Rate; {
-	case !pc.uses("rate"):
-		pc.notApplicable("rate", r == 0)
-	case math.IsNaN(r) || math.IsInf(r, 0):
-		pc.fail("rate", "rate must be a finite number, got %v", r)
-	case r == 0 && !pc.given("rate", true):
-		pc.fail("rate", "rate is required for %s (units per second, e.g. 10, 0.5 or \"100/1m\")", pc.s.Algorithm)
-	case r <= 0:
-		pc.fail("rate", "rate must be positive, got %v", r)
-	case r < ratelimit.MinRate:
-		pc.fail("rate", "rate must be at least %v per second (one per 11.6 days), got %v", ratelimit.MinRate, r)
-	case r > ratelimit.MaxRate:
-		pc.fail("rate", "rate must be at most %v per second, got %v", float64(ratelimit.MaxRate), r)
-	}
-}
-
-func (pc *policyCheck) window() {
-	switch w := pc.s.Window; {
-	case !pc.uses("window"):
-		pc.notApplicable("window", w == 0)
-	case w == 0 && !pc.given("window", true):
-		pc.fail("window", "window is required for %s (a duration such as 1m)", pc.s.Algorithm)
-	case w <= 0:
-		pc.fail("window", "window must be a positive duration, got %v", w)
-	case w > ratelimit.MaxWindow:
-		pc.fail("window", "window must be at most 366 days (%v), got %v", ratelimit.MaxWindow, w)
-	case w%time.Microsecond != 0:
-		pc.fail("window", "window must be a whole number of microseconds, got %v", w)
-	}
-}
-
-// mode checks mode and max_delay, which only leaky_bucket takes.
-func (pc *policyCheck) mode() {
-	s := pc.s
-	if !pc.uses("mode") {
-		if pc.given("mode", s.Mode == "") {
-			pc.fail("mode", "mode does not apply to %s (only to leaky_bucket)", s.Algorithm)
+	case pe.Reason == ratelimit.ReasonNotApplicable && f == "mode":
+		return fmt.Sprintf("mode does not apply to %s (only to leaky_bucket)", a)
+	case pe.Reason == ratelimit.ReasonNotApplicable && f == "max_delay":
+		return fmt.Sprintf("max_delay does not apply to %s (only to leaky_bucket in mode shape)", a)
+	case pe.Reason == ratelimit.ReasonNotApplicable:
+		return fmt.Sprintf("%s does not apply to %s (it takes %s)", f, a, strings.Join(pe.Takes, ", "))
+	case !given && isZero(pe.Value):
+		switch f {
+		case "rate":
+			return fmt.Sprintf("rate is required for %s (units per second, e.g. 10, 0.5 or \"100/1m\")", a)
+		case "window":
+			return fmt.Sprintf("window is required for %s (a duration such as 1m)", a)
 		}
-		if pc.given("max_delay", s.MaxDelay == 0) {
-			pc.fail("max_delay", "max_delay does not apply to %s (only to leaky_bucket in mode shape)", s.Algorithm)
-		}
-		return
+		return fmt.Sprintf("%s is required for %s (an integer from 1 to 2^53)", f, a)
 	}
-	switch s.Mode {
-	case ratelimit.Police, ratelimit.Shape, "":
-	default:
-		pc.fail("mode", "unknown mode %q (allowed: police, shape)", s.Mode)
+	switch {
+	case pe.Reason == ratelimit.ReasonUnknown && f == "mode":
+		return fmt.Sprintf("unknown mode %q (allowed: police, shape)", pe.Value)
+	case pe.Reason == ratelimit.ReasonShapeOnly:
+		return fmt.Sprintf("max_delay applies only to mode shape, not %q", s.Mode)
+	case pe.Reason == ratelimit.ReasonNotPositive && f == "window":
+		return fmt.Sprintf("window must be a positive duration, got %v", pe.Value)
+	case pe.Reason == ratelimit.ReasonTooLarge && f == "window":
+		return fmt.Sprintf("window must be at most 366 days (%v), got %v", ratelimit.MaxWindow, pe.Value)
+	case pe.Reason == ratelimit.ReasonTooLarge && f == "max_delay":
+		return fmt.Sprintf("max_delay must be at most 366 days, got %v", pe.Value)
+	case pe.Reason == ratelimit.ReasonTooSmall && f == "rate":
+		return fmt.Sprintf("rate must be at least %v per second (one per 11.6 days), got %v", ratelimit.MinRate, pe.Value)
 	}
-	// Left out, max_delay is zero: the wait is bounded only by the
-	// capacity. Written as 0 it would mean the same, the opposite of how it
-	// reads, so like every duration in SPEC §2.1 it must be > 0.
-	switch d, given := s.MaxDelay, pc.given("max_delay", s.MaxDelay == 0); {
-	case d < 0:
-		pc.fail("max_delay", "max_delay must not be negative, got %v", d)
-	case d > ratelimit.MaxWindow:
-		pc.fail("max_delay", "max_delay must be at most 366 days, got %v", d)
-	case (d != 0 || given) && s.Mode != ratelimit.Shape:
-		pc.fail("max_delay", "max_delay applies only to mode shape, not %q", s.Mode)
-	case d == 0 && given:
-		pc.fail("max_delay", "max_delay must be a positive duration, got %v (leave it out to bound the wait only by the capacity)", d)
-	}
+	return pe.Detail
 }
 
 // route checks routes[i]. firstID maps each id seen so far to its index.
@@ -731,10 +735,19 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 	if len(l.Key) == 0 {
 		v.errf(p+".key", "key is required (%s, or a list of these)", keyForms)
 	}
-	switch l.OnEmptyKey {
-	case OnEmptyDeny, OnEmptyAnonymous, OnEmptySkip:
-	default:
-		v.errf(p+".on_empty_key", "unknown on_empty_key %q (allowed: deny, anonymous, skip)", l.OnEmptyKey)
+	// A decoded key is always valid; one built in Go may not be.
+	for i, part := range l.Key {
+		if _, err := part.MarshalText(); err != nil {
+			v.errf(fmt.Sprintf("%s.key[%d]", p, i), "%v", err)
+		}
+	}
+	if l.Plans != nil && l.Plans.From != (httplimit.KeyPart{}) {
+		if _, err := l.Plans.From.MarshalText(); err != nil {
+			v.errf(p+".plans.from", "%v", err)
+		}
+	}
+	if _, err := l.OnEmptyKey.MarshalText(); err != nil {
+		v.errf(p+".on_empty_key", "%v", err)
 	}
 	if len(l.Overrides) > 0 && len(l.Key) > 1 {
 		v.errf(p+".overrides", "overrides match single-part keys only, and this key has %d parts; set overrides for list keys through the admin API", len(l.Key))
@@ -753,9 +766,9 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 
 func (v *validator) plans(p string, pl *Plans, usable func(at, name, what string)) {
 	switch {
-	case pl.From == KeyPart{}:
+	case pl.From == httplimit.KeyPart{}:
 		v.errf(p+".from", "from is required: the request value naming the plan (e.g. header:X-Plan)")
-	case pl.From.Kind == KeyConst:
+	case pl.From.Source == httplimit.SourceConst:
 		v.errf(p+".from", "from %q is a constant; it must read the request (header:NAME, query:NAME, ip, route or path)", pl.From)
 	}
 	if len(pl.Policies) == 0 {
@@ -768,4 +781,22 @@ func (v *validator) plans(p string, pl *Plans, usable func(at, name, what string
 		}
 		usable(kp, pl.Policies[k], "plan "+strconv.Quote(k))
 	}
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token (a valid header
+// name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -69,5 +70,33 @@ func TestValidateGoRespondAndPath(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Validate errors (-want +got):\n%s", diff)
+	}
+}
+
+// A Config built in Go can hold key parts and on_empty_key values no file
+// decodes to; Validate reports them.
+func TestValidateGoKeys(t *testing.T) {
+	g := &Config{
+		Policies: map[string]PolicySpec{"p": {Algorithm: ratelimit.GCRA, Burst: 5, Rate: 1}},
+		Routes: []Route{{ID: "a", Match: Match{Path: "/a"}, Upstream: "http://127.0.0.1:1", Limits: []Limit{{
+			Policy:     "p",
+			Key:        httplimit.Key{{Source: httplimit.SourceIP}, {Source: httplimit.SourceHeader, Name: "X Y"}},
+			OnEmptyKey: httplimit.EmptyKey(9),
+			Plans:      &Plans{From: httplimit.KeyPart{Source: httplimit.SourceQuery}, Policies: map[string]string{"a": "p"}},
+		}}}},
+	}
+	ApplyDefaults(g)
+	err := g.Validate()
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("Validate() = %v, want Errors", err)
+	}
+	var paths []string
+	for _, e := range es {
+		paths = append(paths, e.Path)
+	}
+	want := []string{"routes[0].limits[0].key[1]", "routes[0].limits[0].plans.from", "routes[0].limits[0].on_empty_key"}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("Validate() problems at (-want +got):\n%s\n%v", diff, err)
 	}
 }

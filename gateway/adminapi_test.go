@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -25,11 +26,11 @@ func adminConfig() *config.Config {
 	cfg := testConfig(
 		config.Route{ID: "api", Match: config.Match{Path: "/api/**"}, Respond: &config.Respond{Status: 200, Body: "ok"},
 			Limits: []config.Limit{
-				{Policy: "per-user", Key: config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}, Cost: 1, OnEmptyKey: config.OnEmptyDeny},
-				{Policy: "three", Key: config.Key{{Kind: config.KeyConst, Arg: "global"}}, Cost: 1, OnEmptyKey: config.OnEmptyDeny, Shadow: true},
+				{Policy: "per-user", Key: httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}}, Cost: 1, OnEmptyKey: httplimit.EmptyKeyDeny},
+				{Policy: "three", Key: httplimit.Key{{Source: httplimit.SourceConst, Name: "global"}}, Cost: 1, OnEmptyKey: httplimit.EmptyKeyDeny, Shadow: true},
 			}},
 		config.Route{ID: "list", Match: config.Match{Path: "/list"}, Respond: &config.Respond{Status: 200, Body: "ok"},
-			Limits: []config.Limit{{Policy: "per-user", Key: config.Key{{Kind: config.KeyHeader, Arg: "X-User"}, {Kind: config.KeyPath}}, Cost: 1, OnEmptyKey: config.OnEmptyDeny}}},
+			Limits: []config.Limit{{Policy: "per-user", Key: httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}, {Source: httplimit.SourcePath}}, Cost: 1, OnEmptyKey: httplimit.EmptyKeyDeny}}},
 	)
 	cfg.Policies["per-user"] = config.PolicySpec{Algorithm: ratelimit.TokenBucket, Capacity: 3, Rate: 0.001}
 	cfg.Policies["vip"] = config.PolicySpec{Algorithm: ratelimit.TokenBucket, Capacity: 100, Rate: 1}

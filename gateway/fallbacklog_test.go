@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
@@ -49,7 +50,7 @@ func deadRedisGateway(t *testing.T, mode string) (*Gateway, *syncBuffer, string)
 	ln.Close()
 	logs := &syncBuffer{}
 	rc := limitedRoute("hello", "/hello", "hi\n")
-	rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
+	rc.Limits[0].Key = httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}}
 	cfg := testConfig(rc)
 	cfg.Store.Type, cfg.Store.OnError = config.StoreRedis, mode
 	cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{dead}}

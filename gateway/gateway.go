@@ -210,24 +210,12 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 		return p
 	}
 	for i, lc := range rc.Limits {
-		specs := make([]string, len(lc.Key))
-		for j, part := range lc.Key {
-			specs[j] = part.String()
-		}
-		key, err := httplimit.ParseKeys(specs)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		empty, err := httplimit.ParseEmptyKey(lc.OnEmptyKey)
-		if err != nil {
-			errs = append(errs, err)
-		}
 		l := httplimit.Limit{
 			ID:         strconv.Itoa(i),
 			Policy:     policy(lc.Policy),
-			Key:        key,
+			Key:        lc.Key,
 			Cost:       lc.Cost,
-			OnEmptyKey: empty,
+			OnEmptyKey: lc.OnEmptyKey,
 			Shadow:     lc.Shadow,
 		}
 		if len(lc.Overrides) > 0 {
@@ -237,11 +225,7 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 			}
 		}
 		if lc.Plans != nil {
-			from, err := httplimit.ParseKey(lc.Plans.From.String())
-			if err != nil {
-				errs = append(errs, err)
-			}
-			l.Plans = &httplimit.Plans{From: from, Policies: make(map[string]*ratelimit.Policy, len(lc.Plans.Policies))}
+			l.Plans = &httplimit.Plans{From: lc.Plans.From, Policies: make(map[string]*ratelimit.Policy, len(lc.Plans.Policies))}
 			for plan, name := range lc.Plans.Policies {
 				l.Plans.Policies[plan] = policy(name)
 			}
@@ -256,7 +240,7 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
-		g.metrics.Decision(ev.Route, v.Policy.Name(), metrics.Result(v.Result))
+		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
 	g.stats.record(g.clock.Now(), ev)
 	g.observeAccess(r, ev)

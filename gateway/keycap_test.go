@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
@@ -33,7 +34,7 @@ func TestKeyCapObservable(t *testing.T) {
 	} {
 		t.Run(tt.label, func(t *testing.T) {
 			rc := limitedRoute("hello", "/hello", "hi\n")
-			rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
+			rc.Limits[0].Key = httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}}
 			cfg := testConfig(rc)
 			cfg.Store.Type = tt.storeType
 			cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{deadRedis}}

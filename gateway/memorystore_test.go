@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -46,7 +47,7 @@ func TestMemoryMaxKeys(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := limitedRoute("hello", "/hello", "hi\n")
-			rc.Limits[0].Key = config.Key{{Kind: config.KeyHeader, Arg: "X-User"}}
+			rc.Limits[0].Key = httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}}
 			cfg := testConfig(rc)
 			cfg.Store.Type = tt.storeType
 			cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{deadRedis}}

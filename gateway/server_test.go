@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 )
 
 func limitedRoute(id, path, body string) config.Route {
 	return config.Route{ID: id, Match: config.Match{Path: path}, Respond: &config.Respond{Status: 200, Body: body},
-		Limits: []config.Limit{{Policy: "three", Key: config.Key{{Kind: config.KeyConst, Arg: "all"}}, Cost: 1, OnEmptyKey: config.OnEmptyDeny}}}
+		Limits: []config.Limit{{Policy: "three", Key: httplimit.Key{{Source: httplimit.SourceConst, Name: "all"}}, Cost: 1, OnEmptyKey: httplimit.EmptyKeyDeny}}}
 }
 
 func startServer(t *testing.T, g *Gateway) (*Server, string, string) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/ratelimit"
 )
 
 // Dashboard statistics: request counters per route and the most limited
@@ -57,9 +58,9 @@ func (s *stats) record(now time.Time, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		switch {
-		case v.Result == httplimit.ResultShadowDenied:
+		case v.Result == ratelimit.ShadowDenied:
 			shadow = true
-		case v.Result == httplimit.ResultDenied && !v.Anonymous:
+		case v.Result == ratelimit.Denied && !v.Anonymous:
 			s.top.add(now, ev.Route, v.Key)
 		}
 	}
@@ -180,7 +181,7 @@ func (g *Gateway) configSummary() configSummary {
 			r.Target = "respond " + http.StatusText(rc.Respond.Status)
 		}
 		for _, l := range rc.Limits {
-			lc := limitConfig{Policy: l.Policy, Key: l.Key.String(), Shadow: l.Shadow}
+			lc := limitConfig{Policy: l.Policy, Key: keyText(l.Key), Shadow: l.Shadow}
 			if p := g.cfg.Policy(l.Policy); p != nil {
 				lc.Algorithm = string(p.Algorithm())
 			}
@@ -189,4 +190,17 @@ func (g *Gateway) configSummary() configSummary {
 		cs.Routes = append(cs.Routes, r)
 	}
 	return cs
+}
+
+// keyText shows a key as the configuration writes it: the part alone, or a
+// flow list such as "[header:X-User-Id, path]".
+func keyText(k httplimit.Key) string {
+	if len(k) == 1 {
+		return k[0].String()
+	}
+	parts := make([]string, len(k))
+	for i, p := range k {
+		parts[i] = p.String()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }

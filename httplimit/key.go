@@ -47,43 +47,56 @@ type Key []KeyPart
 // ErrInvalidKey is wrapped by every error ParseKey and ParseKeys return.
 var ErrInvalidKey = errors.New("invalid key")
 
+// keyForms is the key syntax, for messages.
+const keyForms = "header:NAME | query:NAME | ip | route | path | const:TEXT"
+
+// keyError is a key that does not parse. Its message stands alone, without
+// ErrInvalidKey's text, so that a configuration checker can print it after
+// the value's position.
+type keyError struct{ msg string }
+
+func (e *keyError) Error() string { return e.msg }
+func (e *keyError) Unwrap() error { return ErrInvalidKey }
+
+func keyErrorf(format string, args ...any) error {
+	return &keyError{msg: fmt.Sprintf(format, args...)}
+}
+
 // ParseKey parses one key part written as in the configuration:
-// "header:NAME", "query:NAME", "ip", "route", "path" or "const:TEXT". NAME and
-// TEXT are trimmed and must not be empty; a header NAME must be a valid header
-// field name. Errors wrap [ErrInvalidKey].
+// "header:NAME", "query:NAME", "ip", "route", "path" or "const:TEXT". The
+// kind is lowercase. NAME and TEXT are trimmed and must not be empty; a
+// header NAME must be a valid header field name and is canonicalized.
+// Errors wrap [ErrInvalidKey].
 func ParseKey(spec string) (KeyPart, error) {
-	kind, arg, hasArg := strings.Cut(spec, ":")
+	switch spec {
+	case "ip":
+		return KeyPart{Source: SourceIP}, nil
+	case "route":
+		return KeyPart{Source: SourceRoute}, nil
+	case "path":
+		return KeyPart{Source: SourcePath}, nil
+	}
+	kind, arg, _ := strings.Cut(spec, ":")
 	arg = strings.TrimSpace(arg)
-	noArg := func(s Source) (KeyPart, error) {
-		if hasArg {
-			return KeyPart{}, fmt.Errorf("%w: %q takes no argument (want %s)", ErrInvalidKey, spec, kind)
-		}
-		return KeyPart{Source: s}, nil
-	}
-	needArg := func(s Source, what string) (KeyPart, error) {
-		if arg == "" {
-			return KeyPart{}, fmt.Errorf("%w: %q needs a %s (want %s:%s)", ErrInvalidKey, spec, what, kind, strings.ToUpper(what))
-		}
-		return KeyPart{Source: s, Name: arg}, nil
-	}
-	switch kind {
-	case "header":
+	switch {
+	case !strings.Contains(spec, ":"):
+	case kind == "header":
 		if !validHeaderName(arg) {
-			return KeyPart{}, fmt.Errorf("%w: %q: header name %q is not a valid field name", ErrInvalidKey, spec, arg)
+			return KeyPart{}, keyErrorf("key %q: header name %q is not a valid HTTP header name", spec, arg)
 		}
 		return KeyPart{Source: SourceHeader, Name: textproto.CanonicalMIMEHeaderKey(arg)}, nil
-	case "query":
-		return needArg(SourceQuery, "name")
-	case "const":
-		return needArg(SourceConst, "text")
-	case "ip":
-		return noArg(SourceIP)
-	case "route":
-		return noArg(SourceRoute)
-	case "path":
-		return noArg(SourcePath)
+	case kind == "query":
+		if arg == "" {
+			return KeyPart{}, keyErrorf("key %q: query parameter name is empty", spec)
+		}
+		return KeyPart{Source: SourceQuery, Name: arg}, nil
+	case kind == "const":
+		if arg == "" {
+			return KeyPart{}, keyErrorf("key %q: constant text is empty", spec)
+		}
+		return KeyPart{Source: SourceConst, Name: arg}, nil
 	}
-	return KeyPart{}, fmt.Errorf("%w: %q (want header:NAME, query:NAME, ip, route, path or const:TEXT)", ErrInvalidKey, spec)
+	return KeyPart{}, keyErrorf("unknown key %q (allowed: %s)", spec, keyForms)
 }
 
 // ParseKeys parses a key given as a list of parts (a single-part key is a
@@ -91,7 +104,7 @@ func ParseKey(spec string) (KeyPart, error) {
 // bad part is reported.
 func ParseKeys(specs []string) (Key, error) {
 	if len(specs) == 0 {
-		return nil, fmt.Errorf("%w: no key parts", ErrInvalidKey)
+		return nil, keyErrorf("key list is empty (give one or more of %s)", keyForms)
 	}
 	k := make(Key, 0, len(specs))
 	var errs []error
@@ -107,6 +120,26 @@ func ParseKeys(specs []string) (Key, error) {
 		return nil, errors.Join(errs...)
 	}
 	return k, nil
+}
+
+// UnmarshalText parses text as [ParseKey] does, so that a KeyPart decodes
+// from configuration files and flags.
+func (p *KeyPart) UnmarshalText(text []byte) error {
+	kp, err := ParseKey(string(text))
+	if err != nil {
+		return err
+	}
+	*p = kp
+	return nil
+}
+
+// MarshalText returns the part in configuration syntax, as String does. It
+// fails for a part ParseKey could not have returned.
+func (p KeyPart) MarshalText() ([]byte, error) {
+	if !p.valid() {
+		return nil, keyErrorf("key part %s is not valid", p)
+	}
+	return []byte(p.String()), nil
 }
 
 // String returns the part in configuration syntax, such as "header:X-User-Id".

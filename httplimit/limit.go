@@ -38,7 +38,27 @@ func ParseEmptyKey(s string) (EmptyKey, error) {
 	case "skip":
 		return EmptyKeySkip, nil
 	}
-	return 0, fmt.Errorf("unknown on_empty_key %q (deny, anonymous or skip)", s)
+	return 0, fmt.Errorf("unknown on_empty_key %q (allowed: deny, anonymous, skip)", s)
+}
+
+// UnmarshalText parses text as [ParseEmptyKey] does, so that an EmptyKey
+// decodes from configuration files.
+func (e *EmptyKey) UnmarshalText(text []byte) error {
+	v, err := ParseEmptyKey(string(text))
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
+}
+
+// MarshalText returns the configuration spelling, as String does. It fails
+// for a value other than the three modes.
+func (e EmptyKey) MarshalText() ([]byte, error) {
+	if e > EmptyKeySkip {
+		return nil, fmt.Errorf("unknown on_empty_key %s (allowed: deny, anonymous, skip)", e)
+	}
+	return []byte(e.String()), nil
 }
 
 // String returns the configuration spelling: "deny", "anonymous" or "skip".
@@ -131,21 +151,6 @@ type Options struct {
 	Observe func(r *http.Request, ev *Event)
 }
 
-// Result is one limit's own verdict on one request, as counted in the
-// sluice_decisions_total metric.
-type Result string
-
-// The verdicts of a limit.
-const (
-	// ResultAllowed: the limit would admit the request (even if another
-	// limit denied it).
-	ResultAllowed Result = "allowed"
-	// ResultDenied: a non-shadow limit denied the request.
-	ResultDenied Result = "denied"
-	// ResultShadowDenied: a shadow limit would have denied the request.
-	ResultShadowDenied Result = "shadow_denied"
-)
-
 // Outcome is what the middleware did with a request.
 type Outcome string
 
@@ -179,7 +184,7 @@ type Verdict struct {
 	// Shadow reports a shadow limit.
 	Shadow bool
 	// Result is the limit's own verdict.
-	Result Result
+	Result ratelimit.Verdict
 	// Decision is the store's decision for this limit.
 	Decision ratelimit.Decision
 }

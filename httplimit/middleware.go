@@ -366,16 +366,13 @@ func (m *Middleware) collect(sc *scratch) (retry, delay time.Duration) {
 		if v.Anonymous {
 			v.Key = nil
 		}
-		switch {
-		case d.Allowed:
-			v.Result = ResultAllowed
+		v.Result = ratelimit.VerdictOf(*q, d)
+		switch v.Result {
+		case ratelimit.Allowed:
 			if !l.Shadow {
 				delay = max(delay, d.Delay)
 			}
-		case l.Shadow:
-			v.Result = ResultShadowDenied
-		default:
-			v.Result = ResultDenied
+		case ratelimit.Denied:
 			retry = max(retry, d.RetryAfter)
 			if !slices.Contains(sc.violated, q.Policy.Name()) {
 				sc.violated = append(sc.violated, q.Policy.Name())

@@ -291,8 +291,8 @@ func TestAllOrNothing(t *testing.T) {
 	// The last request: the empty bucket denies, the window (1 left) would
 	// admit and reports so, though nothing was consumed.
 	ev := f.lastEvent(t)
-	got := []Result{ev.Verdicts[0].Result, ev.Verdicts[1].Result}
-	if diff := cmp.Diff([]Result{ResultDenied, ResultAllowed}, got); diff != "" {
+	got := []ratelimit.Verdict{ev.Verdicts[0].Result, ev.Verdicts[1].Result}
+	if diff := cmp.Diff([]ratelimit.Verdict{ratelimit.Denied, ratelimit.Allowed}, got); diff != "" {
 		t.Errorf("last verdicts (-want +got):\n%s", diff)
 	}
 }
@@ -454,7 +454,7 @@ func TestShadow(t *testing.T) {
 		{Policy: perUser, Key: mustKey(t, "header:X-User-Id")},
 		{ID: "trial", Policy: strict, Key: mustKey(t, "header:X-User-Id"), Shadow: true},
 	}})
-	var results []Result
+	var results []ratelimit.Verdict
 	for range 3 {
 		w := f.do("/", "X-User-Id: u1")
 		if w.Code != 200 {
@@ -469,7 +469,7 @@ func TestShadow(t *testing.T) {
 		}
 		results = append(results, ev.Verdicts[1].Result)
 	}
-	want := []Result{ResultAllowed, ResultShadowDenied, ResultShadowDenied}
+	want := []ratelimit.Verdict{ratelimit.Allowed, ratelimit.ShadowDenied, ratelimit.ShadowDenied}
 	if diff := cmp.Diff(want, results); diff != "" {
 		t.Errorf("shadow results (-want +got):\n%s", diff)
 	}

@@ -23,20 +23,6 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// Result is the outcome of one limit's decision, the `result` label of
-// sluice_decisions_total.
-type Result string
-
-// Decision results (SPEC §6.1).
-const (
-	// Allowed: the limit would admit the request (even if another limit denied it).
-	Allowed Result = "allowed"
-	// Denied: a non-shadow limit refused the request.
-	Denied Result = "denied"
-	// ShadowDenied: a shadow limit would have refused the request.
-	ShadowDenied Result = "shadow_denied"
-)
-
 // ErrorKind classifies a store failure, the `kind` label of sluice_store_errors_total.
 type ErrorKind string
 
@@ -162,7 +148,7 @@ func (m *Metrics) Request(route string, code int) {
 }
 
 // Decision counts one limit's verdict on route under the policy in force.
-func (m *Metrics) Decision(route, policy string, r Result) {
+func (m *Metrics) Decision(route, policy string, r ratelimit.Verdict) {
 	if m == nil {
 		return
 	}
@@ -178,19 +164,7 @@ func (m *Metrics) Decisions(route string, reqs []ratelimit.Request, ds []ratelim
 		return
 	}
 	for i := range reqs {
-		m.Decision(route, reqs[i].Policy.Name(), ResultOf(reqs[i], ds[i]))
-	}
-}
-
-// ResultOf classifies one limit's decision.
-func ResultOf(req ratelimit.Request, d ratelimit.Decision) Result {
-	switch {
-	case d.Allowed:
-		return Allowed
-	case req.Shadow:
-		return ShadowDenied
-	default:
-		return Denied
+		m.Decision(route, reqs[i].Policy.Name(), ratelimit.VerdictOf(reqs[i], ds[i]))
 	}
 }
 

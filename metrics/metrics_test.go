@@ -24,17 +24,17 @@ func TestDecisionsCountEachLimitOnce(t *testing.T) {
 	tests := []struct {
 		name string
 		ds   []ratelimit.Decision
-		want [3]Result
+		want [3]ratelimit.Verdict
 	}{
-		{"all admit", []ratelimit.Decision{{Allowed: true}, {Allowed: true}, {Allowed: true}}, [3]Result{Allowed, Allowed, Allowed}},
-		{"global denies", []ratelimit.Decision{{Allowed: true}, {}, {Allowed: true}}, [3]Result{Allowed, Denied, Allowed}},
-		{"shadow refuses", []ratelimit.Decision{{Allowed: true}, {Allowed: true}, {}}, [3]Result{Allowed, Allowed, ShadowDenied}},
+		{"all admit", []ratelimit.Decision{{Allowed: true}, {Allowed: true}, {Allowed: true}}, [3]ratelimit.Verdict{ratelimit.Allowed, ratelimit.Allowed, ratelimit.Allowed}},
+		{"global denies", []ratelimit.Decision{{Allowed: true}, {}, {Allowed: true}}, [3]ratelimit.Verdict{ratelimit.Allowed, ratelimit.Denied, ratelimit.Allowed}},
+		{"shadow refuses", []ratelimit.Decision{{Allowed: true}, {Allowed: true}, {}}, [3]ratelimit.Verdict{ratelimit.Allowed, ratelimit.Allowed, ratelimit.ShadowDenied}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for i := range reqs {
-				if got := ResultOf(reqs[i], tt.ds[i]); got != tt.want[i] {
-					t.Errorf("ResultOf(limit %d) = %s, want %s", i, got, tt.want[i])
+				if got := ratelimit.VerdictOf(reqs[i], tt.ds[i]); got != tt.want[i] {
+					t.Errorf("ratelimit.VerdictOf(limit %d) = %s, want %s", i, got, tt.want[i])
 				}
 			}
 			m.Decisions("api", reqs, tt.ds)
@@ -110,7 +110,7 @@ func TestNewRejectsConflicts(t *testing.T) {
 func TestNilMetricsRecordsNothing(t *testing.T) {
 	var m *Metrics
 	m.Request("api", 200)
-	m.Decision("api", "p", Allowed)
+	m.Decision("api", "p", ratelimit.Allowed)
 	m.Decisions("api", nil, nil)
 	m.UpstreamDuration("api", time.Second)
 	m.StoreError(KindOther)

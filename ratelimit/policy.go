@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -106,45 +107,48 @@ type Policy struct {
 }
 
 // NewPolicy validates c and returns the policy. Every problem found is
-// reported, joined, each wrapping ErrInvalidPolicy.
+// reported, joined: each is a *[PolicyError] naming the field at fault, and
+// each wraps ErrInvalidPolicy.
 func NewPolicy(c PolicyConfig) (*Policy, error) {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidPolicy}, args...)...))
+	bad := func(field string, value any, reason PolicyReason, format string, args ...any) {
+		errs = append(errs, &PolicyError{Field: field, Value: value, Reason: reason, Detail: fmt.Sprintf(format, args...)})
 	}
 	amount := func(field string, v int64) {
 		switch {
 		case v < 1:
-			bad("%s must be at least 1, got %d", field, v)
+			bad(field, v, ReasonTooSmall, "%s must be at least 1, got %d", field, v)
 		case v > MaxAmount:
-			bad("%s must be at most 2^53 (%d), got %d", field, int64(MaxAmount), v)
+			bad(field, v, ReasonTooLarge, "%s must be at most 2^53 (%d), got %d", field, int64(MaxAmount), v)
 		}
 	}
-	unused := func(field string, zero bool) {
+	takes := algorithmFields[c.Algorithm]
+	unused := func(field string, value any, zero bool) {
 		if !zero {
-			bad("%s does not apply to %s", field, c.Algorithm)
+			errs = append(errs, &PolicyError{Field: field, Value: value, Reason: ReasonNotApplicable, Takes: slices.Clone(takes),
+				Detail: fmt.Sprintf("%s does not apply to %s", field, c.Algorithm)})
 		}
 	}
 	rate := func() {
 		switch {
 		case math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
-			bad("rate must be a finite number, got %v", c.Rate)
+			bad("rate", c.Rate, ReasonNotFinite, "rate must be a finite number, got %v", c.Rate)
 		case c.Rate <= 0:
-			bad("rate must be positive, got %v", c.Rate)
+			bad("rate", c.Rate, ReasonNotPositive, "rate must be positive, got %v", c.Rate)
 		case c.Rate < MinRate:
-			bad("rate must be at least %v per second, got %v", MinRate, c.Rate)
+			bad("rate", c.Rate, ReasonTooSmall, "rate must be at least %v per second, got %v", MinRate, c.Rate)
 		case c.Rate > MaxRate:
-			bad("rate must be at most %v per second, got %v", MaxRate, c.Rate)
+			bad("rate", c.Rate, ReasonTooLarge, "rate must be at most %v per second, got %v", MaxRate, c.Rate)
 		}
 	}
 	window := func() {
 		switch {
 		case c.Window <= 0:
-			bad("window must be positive, got %v", c.Window)
+			bad("window", c.Window, ReasonNotPositive, "window must be positive, got %v", c.Window)
 		case c.Window > MaxWindow:
-			bad("window must be at most %v, got %v", MaxWindow, c.Window)
+			bad("window", c.Window, ReasonTooLarge, "window must be at most %v, got %v", MaxWindow, c.Window)
 		case c.Window%time.Microsecond != 0:
-			bad("window must be a whole number of microseconds, got %v", c.Window)
+			bad("window", c.Window, ReasonNotWhole, "window must be a whole number of microseconds, got %v", c.Window)
 		}
 	}
 	p := &Policy{cfg: c}
@@ -152,30 +156,30 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	switch c.Algorithm {
 	case TokenBucket, LeakyBucket:
 		amount("capacity", c.Capacity)
-		unused("limit", c.Limit == 0)
-		unused("burst", c.Burst == 0)
+		unused("limit", c.Limit, c.Limit == 0)
+		unused("burst", c.Burst, c.Burst == 0)
 		p.max = c.Capacity
 	case GCRA:
 		amount("burst", c.Burst)
-		unused("capacity", c.Capacity == 0)
-		unused("limit", c.Limit == 0)
+		unused("capacity", c.Capacity, c.Capacity == 0)
+		unused("limit", c.Limit, c.Limit == 0)
 		p.max = c.Burst
 	case FixedWindow, SlidingLog, SlidingWindow:
 		amount("limit", c.Limit)
-		unused("capacity", c.Capacity == 0)
-		unused("burst", c.Burst == 0)
-		unused("rate", c.Rate == 0)
+		unused("capacity", c.Capacity, c.Capacity == 0)
+		unused("burst", c.Burst, c.Burst == 0)
+		unused("rate", c.Rate, c.Rate == 0)
 		window()
 		p.max = c.Limit
 		p.window = c.Window.Microseconds()
 	case "":
-		bad("algorithm is required (one of %v)", Algorithms)
+		bad("algorithm", c.Algorithm, ReasonMissing, "algorithm is required (one of %v)", Algorithms)
 	default:
-		bad("unknown algorithm %q (one of %v)", c.Algorithm, Algorithms)
+		bad("algorithm", c.Algorithm, ReasonUnknown, "unknown algorithm %q (one of %v)", c.Algorithm, Algorithms)
 	}
 	if bucket {
 		rate()
-		unused("window", c.Window == 0)
+		unused("window", c.Window, c.Window == 0)
 		if len(errs) == 0 {
 			p.interval = max(1, int64(math.Round(1e6/c.Rate)))
 		}
@@ -186,30 +190,41 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 			p.cfg.Mode = Police
 		case Police, Shape:
 		default:
-			bad("unknown leaky_bucket mode %q (police or shape)", c.Mode)
+			bad("mode", c.Mode, ReasonUnknown, "unknown leaky_bucket mode %q (police or shape)", c.Mode)
 		}
 		switch {
 		case c.MaxDelay < 0:
-			bad("max_delay must not be negative, got %v", c.MaxDelay)
+			bad("max_delay", c.MaxDelay, ReasonTooSmall, "max_delay must not be negative, got %v", c.MaxDelay)
 		case c.MaxDelay > MaxWindow:
-			bad("max_delay must be at most %v, got %v", MaxWindow, c.MaxDelay)
+			bad("max_delay", c.MaxDelay, ReasonTooLarge, "max_delay must be at most %v, got %v", MaxWindow, c.MaxDelay)
 		case c.MaxDelay != 0 && c.Mode != Shape:
-			bad("max_delay applies only to mode shape")
+			bad("max_delay", c.MaxDelay, ReasonShapeOnly, "max_delay applies only to mode shape")
 		}
 		p.maxDelay = c.MaxDelay.Microseconds()
 	} else {
-		unused("mode", c.Mode == "")
-		unused("max_delay", c.MaxDelay == 0)
+		unused("mode", c.Mode, c.Mode == "")
+		unused("max_delay", c.MaxDelay, c.MaxDelay == 0)
 	}
 	// gcra keeps its theoretical arrival time as now + burst·interval; it must
 	// stay an exact integer in Lua's doubles next to a Unix time in µs.
 	if c.Algorithm == GCRA && len(errs) == 0 && p.interval > (1<<52)/p.max {
-		bad("burst %d at rate %v spans more than 2^52µs (about 142 years); lower burst or raise rate", c.Burst, c.Rate)
+		bad("", nil, ReasonInvalid, "burst %d at rate %v spans more than 2^52µs (about 142 years); lower burst or raise rate", c.Burst, c.Rate)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return p, nil
+}
+
+// algorithmFields lists the fields each algorithm takes besides algorithm,
+// as configuration files name them.
+var algorithmFields = map[Algorithm][]string{
+	TokenBucket:   {"capacity", "rate"},
+	LeakyBucket:   {"capacity", "rate", "mode", "max_delay"},
+	FixedWindow:   {"limit", "window"},
+	SlidingLog:    {"limit", "window"},
+	SlidingWindow: {"limit", "window"},
+	GCRA:          {"burst", "rate"},
 }
 
 // MustPolicy is like NewPolicy but panics on an invalid config. It is meant

@@ -58,7 +58,7 @@ func referenceBlock(readme string) (string, bool) {
 // yamlPaths returns the path of every yaml key reachable from t, prefixed by
 // prefix. A map's values are under the segment "*", a slice's elements under
 // "[]". Fields without a yaml tag (unexported state, or types that decode
-// themselves from a scalar such as config.KeyPart) add nothing.
+// themselves from a scalar such as httplimit.KeyPart) add nothing.
 func yamlPaths(t reflect.Type, prefix []string, out [][]string) [][]string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()

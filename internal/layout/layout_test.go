@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"store/fallback":          {"ratelimit", "github.com/sony/gobreaker"},
 	"httplimit":               {"ratelimit"},
 	"metrics":                 {"ratelimit", "github.com/prometheus/"},
-	"config":                  {"ratelimit", "github.com/goccy/go-yaml"},
+	"config":                  {"ratelimit", "httplimit", "github.com/goccy/go-yaml"},
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "httplimit", "metrics", "config",
 		"github.com/prometheus/"},
 	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
