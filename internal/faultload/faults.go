@@ -91,13 +91,14 @@ func resets(_ context.Context, e *Env) error {
 	}
 	port := p.ln.Addr().(*net.TCPAddr).Port
 	step := e.Fault / 2
-	// HTTP connections to the gateway come and go with the load's
-	// concurrency (the harness keeps them alive): the leak check counts the
-	// descriptors other than those.
+	// HTTP connections, the clients' to the gateway and the gateway's to the
+	// upstream, come and go with the load's concurrency (the harness and the
+	// gateway's pool keep them alive; a stall during the fault raises it):
+	// the leak check counts the descriptors other than those.
 	var fd0, fdMax, fd1, redis0, redisMax, redis1, http0, http1 int
 	var fdErr error
 	count := func(total, redis, http *int) {
-		t, n, h, err := fdCount(e.GatewayPID(), port, e.gw.Ports()...)
+		t, n, h, err := fdCount(e.GatewayPID(), port, append(e.gw.Ports(), e.upstreamPort)...)
 		if err != nil {
 			fdErr = err
 		}
@@ -262,16 +263,27 @@ func maxClients(_ context.Context, e *Env) error {
 		return err
 	})
 	e.Check(func(r *Report) {
+		// The counters are read from scrapes, which a loaded box may take
+		// late: the window for the fault's errors runs to the end of the
+		// load (nothing else fails after the cap is lifted).
+		end := r.FaultEnd + r.After
 		fb, share := r.bgShareBetween(r.FaultStart, r.FaultEnd)
-		errs := r.errorsBetween("connection", r.FaultStart, r.FaultEnd) + r.errorsBetween("other", r.FaultStart, r.FaultEnd)
+		errs := r.errorsBetween("connection", r.FaultStart, end) + r.errorsBetween("other", r.FaultStart, end)
 		over := r.count(r.res, r.FaultStart, r.FaultEnd, -1, func(rec record) bool { return rec.lat > r.Timeout })
 		r.Note("killed %d gateway connections; a new connection during the cap got %q; %.0f connection/other store errors, background decisions without Redis %.0f (%.1f%%); %d requests during the cap took longer than the %v timeout (max %.1fms; reported)",
 			killed, rejected, errs, fb, 100*share, over, r.Timeout, float64(r.Phases[1].Max)/1e6)
 		if !strings.Contains(rejected, "max") {
 			r.Fail("a connection during the cap was not refused (got %q)", rejected)
 		}
-		if errs == 0 || fb == 0 {
-			r.Fail("over-cap: %.0f store errors, %.0f fallback decisions; want both > 0", errs, fb)
+		// The refusal shows as a connection or other error when the gateway
+		// reads it within store.timeout; on a loaded box the dial can take
+		// longer, and the same refusal is counted as a timeout. Either way
+		// the gateway must have noticed and fallen back.
+		timeouts := r.errorsBetween("timeout", r.FaultStart, end)
+		if errs+timeouts == 0 || fb == 0 {
+			r.Fail("over-cap: %.0f store errors (%.0f connection/other, %.0f timeouts), %.0f fallback decisions; want both > 0", errs+timeouts, errs, timeouts, fb)
+		} else if errs == 0 {
+			r.Miss("over-cap: the refusal was counted only as %.0f timeouts, want connection/other errors too", timeouts)
 		}
 	})
 	return nil

@@ -20,9 +20,11 @@ func dieWithParent(cmd *exec.Cmd) {
 
 // fdCount returns how many file descriptors process pid has open, how many
 // of them are TCP sockets connected to port on the remote side, and how
-// many are TCP sockets on one of local (the process' own listeners and the
-// connections they accepted).
-func fdCount(pid, port int, local ...int) (total, toPort, onLocal int, err error) {
+// many are TCP sockets with one of http as their local or remote port: the
+// process' own listeners and the connections they accepted, and its
+// connections to an HTTP server it forwards to. Those come and go with the
+// load's concurrency (clients and the proxy's pool keep them alive).
+func fdCount(pid, port int, http ...int) (total, toPort, onHTTP int, err error) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -39,19 +41,20 @@ func fdCount(pid, port int, local ...int) (total, toPort, onLocal int, err error
 		}
 	}
 	for _, f := range []string{"tcp", "tcp6"} {
-		n, m, err := sockets(fmt.Sprintf("/proc/%d/net/%s", pid, f), port, local, inodes)
+		n, m, err := sockets(fmt.Sprintf("/proc/%d/net/%s", pid, f), port, http, inodes)
 		if err != nil {
 			return 0, 0, 0, err
 		}
 		toPort += n
-		onLocal += m
+		onHTTP += m
 	}
-	return len(ents), toPort, onLocal, nil
+	return len(ents), toPort, onHTTP, nil
 }
 
 // sockets counts the lines of a /proc/net/tcp table whose inode is in
-// inodes and whose remote port is port (n) or local port one of local (m).
-func sockets(path string, port int, local []int, inodes map[string]bool) (n, m int, err error) {
+// inodes and whose remote port is port (n), or whose local or remote port
+// is one of http (m).
+func sockets(path string, port int, http []int, inodes map[string]bool) (n, m int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, err
@@ -77,7 +80,7 @@ func sockets(path string, port int, local []int, inodes map[string]bool) (n, m i
 		if portOf(fs[2]) == port {
 			n++
 		}
-		if slices.Contains(local, portOf(fs[1])) {
+		if slices.Contains(http, portOf(fs[1])) || slices.Contains(http, portOf(fs[2])) {
 			m++
 		}
 	}

@@ -12,6 +12,6 @@ import (
 func dieWithParent(*exec.Cmd) {}
 
 // fdCount needs /proc; outside Linux it reports an error.
-func fdCount(pid, port int, local ...int) (total, toPort, onLocal int, err error) {
+func fdCount(pid, port int, http ...int) (total, toPort, onHTTP int, err error) {
 	return 0, 0, 0, errors.New("faultload: fd count needs /proc (Linux)")
 }

@@ -116,6 +116,8 @@ type Env struct {
 	dir      string
 	gw       *Gateway
 	config   string // the gateway's sluice.yaml, set before the load starts
+	// upstreamPort is the port of the run's upstream, set before the load starts.
+	upstreamPort int
 }
 
 // Event is a scheduled action and when it ran.
@@ -205,6 +207,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	defer up.Close()
 	l := max(1, opts.Rate/5)
 	e.config = gatewayConfig(sc, e, up.URL, l)
+	e.upstreamPort = up.port
 	gw, err := StartGateway(opts.Binary, dir, e.config)
 	if err != nil {
 		return nil, err
@@ -260,8 +263,9 @@ routes:
 
 // upstream is the run's backend: it answers 200 at once.
 type upstream struct {
-	srv *http.Server
-	URL string
+	srv  *http.Server
+	URL  string
+	port int
 }
 
 func startUpstream() (*upstream, error) {
@@ -269,7 +273,7 @@ func startUpstream() (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{URL: "http://" + ln.Addr().String(), srv: &http.Server{
+	u := &upstream{URL: "http://" + ln.Addr().String(), port: ln.Addr().(*net.TCPAddr).Port, srv: &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) }),
 		ReadHeaderTimeout: 5 * time.Second,
 	}}
