@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/cli"
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 // Environment variables that turn this binary into a gateway child (see
@@ -129,11 +130,11 @@ func startGateway(ctx context.Context, spec gatewaySpec, build func(listen, admi
 }
 
 func tryStartGateway(ctx context.Context, spec gatewaySpec, build func(listen, admin string) string) (*gatewayProc, error) {
-	p1, err := benchproc.FreePort()
+	p1, err := redistest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	p2, err := benchproc.FreePort()
+	p2, err := redistest.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 func main() {
@@ -203,12 +204,12 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("the redis cell needs redis-server: %w", err)
 			}
-			rs, err := benchproc.StartRedis(ctx, benchproc.RedisOptions{Bin: bin, TempPrefix: "gatewaybench-redis-"})
+			rs, err := redistest.StartServer(redistest.ServerOptions{Bin: bin})
 			if err != nil {
 				return nil, err
 			}
-			defer rs.Stop()
-			redisAddr = rs.Addr
+			defer rs.Close()
+			redisAddr = rs.Addr()
 		}
 	}
 	rep := &report{cfg: c, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(), loadBefore: loadAvg()}

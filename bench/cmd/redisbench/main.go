@@ -299,7 +299,7 @@ func runFlushed(ctx context.Context, srv *server, im impl, e *env, conc int, war
 		return cellResult{}, fmt.Errorf("reset stats before %s: %w", im.name, err)
 	}
 	runtime.GC()
-	r, err := runOne(ctx, im, e, conc, warmup, measure, srv.cmd.Process.Pid)
+	r, err := runOne(ctx, im, e, conc, warmup, measure, srv.pid())
 	if err != nil {
 		return r, err
 	}
