@@ -30,12 +30,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sluice-gw/sluice/internal/faultload"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 func main() {
@@ -85,11 +84,8 @@ func run() int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		*binary = filepath.Join(dir, "sluice")
-		cmd := exec.Command("go", "build", "-o", *binary, "github.com/sluice-gw/sluice/cmd/sluice")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "faultbench: building sluice:", err)
+		if *binary, err = sluicetest.Build(dir, false); err != nil {
+			fmt.Fprintln(os.Stderr, "faultbench:", err)
 			return 1
 		}
 	}
