@@ -6,10 +6,10 @@
 //
 // Usage, from the repository root:
 //
-//	go run ./bench/cmd/faultbench                       # every scenario, long version
-//	go run ./bench/cmd/faultbench -scenario B1,B2 -rate 500 -before 5s -fault 10s -after 10s
-//	go run ./bench/cmd/faultbench -list
-//	go run ./bench/cmd/faultbench -assert-latency      # quiet machine: p99 misses fail too
+//	cd bench && go run ./cmd/faultbench                       # every scenario, long version
+//	cd bench && go run ./cmd/faultbench -scenario B1,B2 -rate 500 -before 5s -fault 10s -after 10s
+//	cd bench && go run ./cmd/faultbench -list
+//	cd bench && go run ./cmd/faultbench -assert-latency      # quiet machine: p99 misses fail too
 //
 // It needs redis-server (7.x) on PATH. Every process it starts listens on
 // 127.0.0.1 and is stopped at the end; a run is bounded by its phases.

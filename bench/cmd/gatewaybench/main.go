@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	go run ./bench/cmd/gatewaybench [-duration 5s] [-workers 32] [-rate 2000]
+//	cd bench && go run ./cmd/gatewaybench [-duration 5s] [-workers 32] [-rate 2000]
 //	    [-cells direct,nolimits,memory,memory-deny50,redis] [-repeat N]
 //	    [-sluice BINARY] [-gateway-procs 1] [-client-procs 1]
 //	    [-profile DIR] [-out FILE] [-quick]
@@ -131,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	case c.profileDir != "" && c.sluice != "":
 		return nil, errors.New("-profile needs the built-in gateway child; drop -sluice")
 	}
-	c.cmdline = "go run ./bench/cmd/gatewaybench " + strings.Join(args, " ")
+	c.cmdline = "cd bench && go run ./cmd/gatewaybench " + strings.Join(args, " ")
 	return c, nil
 }
 
