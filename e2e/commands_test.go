@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 // runSluice runs the binary to completion in dir and returns stdout, stderr
@@ -99,28 +101,21 @@ routes:
     match: {path: /hello}
     respond: {body: "from the default file"}
 `), 0o600)
-	cmd := exec.Command(binary)
-	cmd.Dir = dir
-	var logs syncBuffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, err := sluicetest.Start(binary, sluicetest.Options{Dir: dir, StartTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("bare sluice did not start: %v", err)
 	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	var m []string
-	for m == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling another process, bounded
-		m = listening.FindStringSubmatch(logs.String())
-	}
-	if m == nil {
-		t.Fatalf("bare sluice did not start:\n%s", logs.String())
-	}
-	if r := get(t, "http://"+m[1]+"/hello"); r.body != "from the default file" {
+	defer p.Stop(time.Second)
+	if r := get(t, p.Base+"/hello"); r.body != "from the default file" {
 		t.Errorf("GET /hello = %q", r.body)
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("exit after SIGINT: %v, want 0", err)
+	p.Signal(syscall.SIGINT)
+	select {
+	case <-p.Exited():
+		if code := p.ExitCode(); code != 0 {
+			t.Errorf("exit after SIGINT: %d, want 0", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("sluice still running 20s after SIGINT")
 	}
 }

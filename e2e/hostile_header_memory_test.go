@@ -51,7 +51,7 @@ routes:
     upstream: `+up.URL+`
 `)
 	get(t, p.base+"/api/warm")
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	before := processRSS(t, pid)
 
 	addr := hostAddr(p.base)

@@ -77,7 +77,7 @@ routes:
     limits:
       - {policy: hourly, key: header:X-Key}
 `)
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	send := func(c *http.Client, key string) error {
 		req, err := http.NewRequestWithContext(context.Background(), "GET", p.base+"/keyed", nil)
 		if err != nil {

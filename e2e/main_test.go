@@ -4,23 +4,18 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sluice-gw/sluice/internal/faultload"
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 // Built and started once by TestMain.
@@ -31,9 +26,6 @@ var (
 	cluster       *redistest.Cluster
 	clusterErr    error
 )
-
-// listening finds the addresses in sluice's "sluice listening" log line.
-var listening = regexp.MustCompile(`sluice listening"? public=(\S+) admin=(\S+)`)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -46,15 +38,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "sluice")
-	args := []string{"build", "-o", binary}
-	if os.Getenv("SLUICE_E2E_RACE") == "1" {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "../cmd/sluice")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sluice:", err)
+	if binary, err = sluicetest.Build(dir, os.Getenv("SLUICE_E2E_RACE") == "1"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// Redis for the shared-store variants: one standalone server and a
@@ -71,33 +56,16 @@ func run(m *testing.M) int {
 
 // proc is a running sluice process.
 type proc struct {
+	*sluicetest.Proc
 	t      *testing.T
-	cmd    *exec.Cmd
 	config string // path of its config file
 	base   string // http://public
 	admin  string // http://admin
-	logs   *syncBuffer
-	exited chan struct{}
-	code   int
+	logs   *sluicetest.Log
 }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = sluicetest.Log
 
 // writeConfig writes yaml to a fresh file and returns its path.
 func writeConfig(t *testing.T, yaml string) string {
@@ -126,44 +94,17 @@ func startFile(t *testing.T, path string) *proc {
 // waits as start does.
 func startArgs(t *testing.T, path string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, config: path, logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
-	pr, pw := io.Pipe()
-	p.cmd.Stderr = io.MultiWriter(p.logs, pw)
-	p.cmd.Stdout = p.logs
-	if err := p.cmd.Start(); err != nil {
+	sp, err := sluicetest.Start(binary, sluicetest.Options{Args: args})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		err := p.cmd.Wait()
-		pw.Close()
-		p.code = p.cmd.ProcessState.ExitCode()
-		_ = err
-		close(p.exited)
-	}()
-	found := faultload.WatchListening(pr)
-	select {
-	case m := <-found:
-		p.base, p.admin = "http://"+m[0], "http://"+m[1]
-	case <-p.exited:
-		t.Fatalf("sluice exited with %d before listening:\n%s", p.code, p.logs)
-	case <-time.After(15 * time.Second):
-		p.cmd.Process.Kill()
-		t.Fatalf("sluice did not start within 15s:\n%s", p.logs)
-	}
+	p := &proc{Proc: sp, t: t, config: path, base: sp.Base, admin: sp.Admin, logs: sp.Logs()}
 	t.Cleanup(func() {
 		// Go's Shutdown waits up to 5s for connections that never carried a
 		// request; close the client's spare ones so the drain is immediate.
 		client.CloseIdleConnections()
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(20 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-		if p.code != 0 {
-			t.Errorf("sluice exited with %d after SIGTERM, want 0", p.code)
+		if code := p.Stop(20 * time.Second); code != 0 {
+			t.Errorf("sluice exited with %d after SIGTERM, want 0", code)
 		}
 		if strings.Contains(p.logs.String(), "DATA RACE") {
 			t.Error("the race detector reported a data race in sluice")
@@ -178,7 +119,7 @@ func startArgs(t *testing.T, path string, args ...string) *proc {
 // signal sends sig to the process.
 func (p *proc) signal(sig os.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -187,8 +128,8 @@ func (p *proc) signal(sig os.Signal) {
 func (p *proc) wait(timeout time.Duration) int {
 	p.t.Helper()
 	select {
-	case <-p.exited:
-		return p.code
+	case <-p.Exited():
+		return p.ExitCode()
 	case <-time.After(timeout):
 		p.t.Fatalf("sluice still running after %v", timeout)
 		return -1

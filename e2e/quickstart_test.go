@@ -2,24 +2,24 @@ package e2e
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 // freePort returns a loopback port nothing listens on at the moment.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := redistest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(p)
 }
 
 // TestQuickstartAsDocumented runs examples/quickstart.yaml the way the

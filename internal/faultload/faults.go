@@ -203,7 +203,7 @@ func maxClients(_ context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	var held []*respConn
+	var held []*redistest.Conn
 	closeHeld := func() {
 		for _, c := range held {
 			c.Close()
@@ -214,20 +214,21 @@ func maxClients(_ context.Context, e *Env) error {
 	killed := 0
 	e.Inject(e.Before, "maxclients 4, kill the gateway's connections", func(context.Context) error {
 		for range 4 {
-			c, err := dialRESP(s.Addr())
+			c, err := s.Dial()
 			if err != nil {
 				return err
 			}
 			held = append(held, c)
 		}
 		ctl := held[0]
-		if _, err := ctl.do("CONFIG", "SET", "maxclients", "4"); err != nil {
+		if _, err := ctl.Do("CONFIG", "SET", "maxclients", "4"); err != nil {
 			return err
 		}
-		list, err := ctl.do("CLIENT", "LIST", "TYPE", "normal")
+		v, err := ctl.Do("CLIENT", "LIST", "TYPE", "normal")
 		if err != nil {
 			return err
 		}
+		list, _ := v.(string)
 		for line := range strings.SplitSeq(list, "\n") {
 			f := map[string]string{}
 			for kv := range strings.FieldsSeq(line) {
@@ -237,7 +238,7 @@ func maxClients(_ context.Context, e *Env) error {
 			if f["name"] != "sluice" {
 				continue
 			}
-			if _, err := ctl.do("CLIENT", "KILL", "ID", f["id"]); err != nil {
+			if _, err := ctl.Do("CLIENT", "KILL", "ID", f["id"]); err != nil {
 				return err
 			}
 			killed++
@@ -249,7 +250,7 @@ func maxClients(_ context.Context, e *Env) error {
 	})
 	var rejected string
 	e.Event(e.Before+e.Fault/2, "check the cap", func(context.Context) error {
-		c, err := dialRESP(s.Addr())
+		c, err := s.Dial()
 		if err != nil {
 			rejected = err.Error()
 		} else {
@@ -258,7 +259,7 @@ func maxClients(_ context.Context, e *Env) error {
 		return nil
 	})
 	e.Recover(e.Before+e.Fault, "maxclients 10000", func(context.Context) error {
-		_, err := held[0].do("CONFIG", "SET", "maxclients", "10000")
+		_, err := held[0].Do("CONFIG", "SET", "maxclients", "10000")
 		closeHeld()
 		return err
 	})

@@ -4,19 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
-
-// dieWithParent makes the kernel kill cmd if the harness dies first, so an
-// interrupted run leaves no gateway behind.
-func dieWithParent(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // fdCount returns how many file descriptors process pid has open, how many
 // of them are TCP sockets connected to port on the remote side, and how

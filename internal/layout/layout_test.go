@@ -29,8 +29,10 @@ var allowed = map[string][]string{
 	"cmd/sluice":         {"internal/cli"},
 	"simulate":           {"ratelimit", "store/memory", "config", "gonum.org/v1/plot"},
 	"internal/redistest": {},
+	// Builds and runs the sluice binary (tests and benchmarks only).
+	"internal/sluicetest": {},
 	// The load-and-fault harness (tests and bench/cmd/faultbench only).
-	"internal/faultload": {"internal/redistest"},
+	"internal/faultload": {"internal/redistest", "internal/sluicetest"},
 	"internal/layout":    {},
 }
 

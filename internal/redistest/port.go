@@ -12,7 +12,7 @@ import (
 // reservedPort is the developer's own Redis on this machine; never use it.
 const reservedPort = 6379
 
-// portRange returns the range [lo, hi) that freePort picks from: the ports
+// portRange returns the range [lo, hi) that FreePort picks from: the ports
 // below the kernel's ephemeral range. Ports the kernel hands out for
 // 127.0.0.1:0 and for outgoing connections come from the ephemeral range, so
 // a client socket could take a port there while a killed server is down and
@@ -38,11 +38,14 @@ func portRange() (lo, hi int) {
 	return lo, hi
 }
 
-// freePort returns a loopback TCP port that nobody listened on a moment ago,
-// checked by listening on it and closing. Another process may still take it
-// before redis-server binds, which is why starts retry on "Address already in
-// use". It falls back to a kernel-chosen port when the range looks full.
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port below the kernel's ephemeral range
+// that nobody listened on a moment ago, checked by listening on it and
+// closing; it is never 6379. Another process may still take it before the
+// caller binds, which is why the starts in this package retry on "Address
+// already in use". It falls back to a kernel-chosen port when the range looks
+// full. Tests and benchmarks use it for every port they hand to a server,
+// sluice's listeners included.
+func FreePort() (int, error) {
 	lo, hi := portRange()
 	for range 50 {
 		p := lo + rand.IntN(hi-lo)

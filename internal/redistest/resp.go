@@ -129,12 +129,22 @@ func parseLen(s string) (int, error) {
 }
 
 // readLine reads a CRLF-terminated line and returns it without the CRLF.
+// Lines may be longer than r's buffer (a MONITOR line quotes a whole
+// script), up to maxBulk bytes.
 func readLine(r *bufio.Reader) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, errors.New("redistest: RESP line too long")
+	if errors.Is(err, bufio.ErrBufferFull) {
+		buf := append([]byte(nil), line...) // the next read overwrites line
+		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(buf) > maxBulk {
+				return nil, errors.New("redistest: RESP line too long")
+			}
+			line, err = r.ReadSlice('\n')
+			buf = append(buf, line...)
 		}
+		line = buf
+	}
+	if err != nil {
 		return nil, err
 	}
 	if len(line) < 2 || line[len(line)-2] != '\r' {
@@ -143,47 +153,97 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return line[:len(line)-2], nil
 }
 
-// defaultCommandTimeout bounds a [Server.Do] call whose context has no
-// deadline, so a stopped (SIGSTOP) or paused server cannot hang a test.
+// defaultCommandTimeout bounds a [Server.Do] or [Conn.Do] call whose context
+// has no deadline, so a stopped (SIGSTOP) or paused server cannot hang a test.
 const defaultCommandTimeout = 5 * time.Second
 
-// roundTrip dials network/addr, authenticates with password when it is not
-// empty, sends each command in order and returns the reply to the last one.
-// An error reply to AUTH or to the last command is returned as the error.
-func roundTrip(ctx context.Context, network, addr, password string, args []any) (any, error) {
+// Conn is one RESP connection to Redis kept open across commands, for
+// callers that must hold connections (to fill maxclients, say) or send many
+// control commands; [Server.Do] dials per command instead. Replies are the
+// plain Go values [Server.Do] returns. A Conn is not safe for concurrent use.
+type Conn struct {
+	c net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+// Dial connects to the Redis server at addr ("host:port", TCP), within ctx
+// or 5 seconds when ctx has no deadline, authenticates with password when it
+// is not empty, and checks the connection with PING: a server over its
+// maxclients cap accepts the connection, answers an error and closes it, so
+// Dial returns that error.
+func Dial(ctx context.Context, addr, password string) (*Conn, error) {
+	return dial(ctx, "tcp", addr, password, true)
+}
+
+func dial(ctx context.Context, network, addr, password string, ping bool) (*Conn, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultCommandTimeout)
 		defer cancel()
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
+	nc, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	// Interrupt I/O only once ctx has ended, so that ctxErr sees ctx.Err().
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	r := bufio.NewReader(conn)
-	w := bufio.NewWriter(conn)
+	c := &Conn{c: nc, r: bufio.NewReader(nc), w: bufio.NewWriter(nc)}
 	if password != "" {
-		if err := writeCommand(w, []any{"AUTH", password}); err != nil {
-			return nil, ctxErr(ctx, err)
-		}
-		v, err := readReply(r)
-		if err != nil {
-			return nil, ctxErr(ctx, err)
-		}
-		if e, ok := v.(*ReplyError); ok {
-			return nil, fmt.Errorf("redistest: auth: %w", e)
+		if _, err := c.DoContext(ctx, "AUTH", password); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("redistest: auth: %w", err)
 		}
 	}
-	if err := writeCommand(w, args); err != nil {
-		return nil, ctxErr(ctx, err)
+	if ping {
+		if _, err := c.DoContext(ctx, "PING"); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
-	v, err := readReply(r)
+	return c, nil
+}
+
+// Do sends one command and reads its reply, giving up after 5 seconds. An
+// error reply is returned as a *[ReplyError] error. Arguments are encoded as
+// for [Server.Do].
+func (c *Conn) Do(args ...any) (any, error) {
+	return c.DoContext(context.Background(), args...)
+}
+
+// DoContext is [Conn.Do] bounded by ctx instead of the 5-second default when
+// ctx has a deadline. It returns ctx.Err() when ctx ends first; the
+// connection is then unusable.
+func (c *Conn) DoContext(ctx context.Context, args ...any) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("redistest: empty command")
+	}
+	return c.exchange(ctx, args)
+}
+
+// Receive reads the next reply without sending a command, for the stream a
+// server sends after MONITOR or SUBSCRIBE. It waits until ctx ends, or 5
+// seconds when ctx has no deadline. An error reply is returned as a
+// *[ReplyError] error.
+func (c *Conn) Receive(ctx context.Context) (any, error) {
+	return c.exchange(ctx, nil)
+}
+
+// exchange sends args, unless there are none, and reads one reply.
+func (c *Conn) exchange(ctx context.Context, args []any) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultCommandTimeout)
+		defer cancel()
+	}
+	// Interrupt I/O only once ctx has ended, so that ctxErr sees ctx.Err().
+	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if len(args) > 0 {
+		if err := writeCommand(c.w, args); err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+	}
+	v, err := readReply(c.r)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -191,6 +251,26 @@ func roundTrip(ctx context.Context, network, addr, password string, args []any) 
 		return nil, e
 	}
 	return v, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// roundTrip dials network/addr, authenticates with password when it is not
+// empty, sends the command and returns its reply. An error reply to AUTH or
+// to the command is returned as the error.
+func roundTrip(ctx context.Context, network, addr, password string, args []any) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultCommandTimeout)
+		defer cancel()
+	}
+	c, err := dial(ctx, network, addr, password, false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.DoContext(ctx, args...)
 }
 
 // ctxErr returns ctx.Err() untouched when the context ended, since that is

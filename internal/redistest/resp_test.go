@@ -21,6 +21,7 @@ func TestReadReply(t *testing.T) {
 		{"integer", ":-42\r\n", int64(-42)},
 		{"bulk", "$5\r\nhe\r\no\r\n", "he\r\no"},
 		{"empty bulk", "$0\r\n\r\n", ""},
+		{"line longer than the buffer", "+" + strings.Repeat("x", 10000) + "\r\n", strings.Repeat("x", 10000)},
 		{"null bulk", "$-1\r\n", nil},
 		{"null array", "*-1\r\n", nil},
 		{"empty array", "*0\r\n", []any{}},
@@ -116,12 +117,12 @@ func TestFreePort(t *testing.T) {
 		t.Fatalf("portRange() = [%d, %d), want a non-empty range of unprivileged ports", lo, hi)
 	}
 	for range 20 {
-		p, err := freePort()
+		p, err := FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p == reservedPort {
-			t.Fatalf("freePort() = %d, the reserved port", p)
+			t.Fatalf("FreePort() = %d, the reserved port", p)
 		}
 	}
 }

@@ -20,6 +20,10 @@ import (
 // ServerOptions configures a standalone redis-server. The zero value starts a
 // server without a password on a free port.
 type ServerOptions struct {
+	// Bin is the path of the redis-server binary. Empty means redis-server
+	// found on PATH.
+	Bin string
+
 	// Args are extra redis-server arguments in "--name value" form, placed
 	// after the defaults so they override them, for example
 	// []string{"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}.
@@ -112,7 +116,11 @@ func NewServer(t testing.TB, opts ServerOptions) *Server {
 }
 
 func startServer(opts ServerOptions, kind nodeKind) (*Server, error) {
-	if err := Available(); err != nil {
+	if opts.Bin == "" {
+		if err := Available(); err != nil {
+			return nil, err
+		}
+	} else if err := platformSupported(); err != nil {
 		return nil, err
 	}
 	if opts.Port < 0 || opts.Port > 65535 || opts.Port == reservedPort {
@@ -121,9 +129,12 @@ func startServer(opts ServerOptions, kind nodeKind) (*Server, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
-	bin, err := exec.LookPath(binaryName)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	bin := opts.Bin
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath(binaryName); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
 	}
 	dir, err := makeDir()
 	if err != nil {
@@ -171,7 +182,7 @@ func makeDir() (string, error) {
 func (s *Server) pickPorts(cluster bool) error {
 	s.port = s.opts.Port
 	if s.port == 0 {
-		p, err := freePort()
+		p, err := FreePort()
 		if err != nil {
 			return err
 		}
@@ -181,7 +192,7 @@ func (s *Server) pickPorts(cluster bool) error {
 		return nil
 	}
 	for {
-		p, err := freePort()
+		p, err := FreePort()
 		if err != nil {
 			return err
 		}
@@ -543,4 +554,9 @@ func parseInfo(s string) map[string]string {
 		}
 	}
 	return m
+}
+
+// Dial opens a [Conn] to the server, authenticated with its password.
+func (s *Server) Dial() (*Conn, error) {
+	return Dial(context.Background(), s.Addr(), s.opts.Password)
 }

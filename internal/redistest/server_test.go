@@ -251,7 +251,7 @@ func TestServerClose(t *testing.T) {
 func TestServerFixedPort(t *testing.T) {
 	t.Parallel()
 	Require(t)
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,10 @@
 //
 // Usage, from the repository root:
 //
-//	go run ./bench/cmd/faultbench                       # every scenario, long version
-//	go run ./bench/cmd/faultbench -scenario B1,B2 -rate 500 -before 5s -fault 10s -after 10s
-//	go run ./bench/cmd/faultbench -list
-//	go run ./bench/cmd/faultbench -assert-latency      # quiet machine: p99 misses fail too
+//	cd bench && go run ./cmd/faultbench                       # every scenario, long version
+//	cd bench && go run ./cmd/faultbench -scenario B1,B2 -rate 500 -before 5s -fault 10s -after 10s
+//	cd bench && go run ./cmd/faultbench -list
+//	cd bench && go run ./cmd/faultbench -assert-latency      # quiet machine: p99 misses fail too
 //
 // It needs redis-server (7.x) on PATH. Every process it starts listens on
 // 127.0.0.1 and is stopped at the end; a run is bounded by its phases.
@@ -30,12 +30,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sluice-gw/sluice/internal/faultload"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 func main() {
@@ -85,11 +84,8 @@ func run() int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		*binary = filepath.Join(dir, "sluice")
-		cmd := exec.Command("go", "build", "-o", *binary, "github.com/sluice-gw/sluice/cmd/sluice")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "faultbench: building sluice:", err)
+		if *binary, err = sluicetest.Build(dir, false); err != nil {
+			fmt.Fprintln(os.Stderr, "faultbench:", err)
 			return 1
 		}
 	}

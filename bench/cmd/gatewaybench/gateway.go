@@ -3,23 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/cli"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 // Environment variables that turn this binary into a gateway child (see
@@ -95,10 +91,8 @@ func gatewayConfig(listen, admin, upstream string, kind limitsKind, redisAddr st
 
 // gatewayProc is a running gateway child process.
 type gatewayProc struct {
-	addr, admin string
-	cmd         *exec.Cmd
-	done        chan struct{} // closed when the process has exited
-	log         *lockedBuffer // its stdout and stderr
+	addr, admin string // host:port of the public and admin listeners
+	p           *sluicetest.Proc
 }
 
 // gatewaySpec says how to start a gateway.
@@ -110,64 +104,35 @@ type gatewaySpec struct {
 	profile bool   // write a CPU profile into dir (child mode only)
 }
 
-// startGateway writes a config from build (given fresh listen and admin
-// addresses), starts the gateway and waits until /readyz answers 200. It
-// retries on other ports when one was taken in the meantime.
+// startGateway writes a config from build (given listen and admin
+// addresses on port 0, which the gateway's log then names), starts the
+// gateway and waits until /readyz answers 200.
 func startGateway(ctx context.Context, spec gatewaySpec, build func(listen, admin string) string) (*gatewayProc, error) {
-	var errs []error
-	for range 3 {
-		g, err := tryStartGateway(ctx, spec, build)
-		if err == nil {
-			return g, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("start gateway: %w", errors.Join(errs...))
-}
-
-func tryStartGateway(ctx context.Context, spec gatewaySpec, build func(listen, admin string) string) (*gatewayProc, error) {
-	p1, err := benchproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	p2, err := benchproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	addr, admin := net.JoinHostPort("127.0.0.1", strconv.Itoa(p1)), net.JoinHostPort("127.0.0.1", strconv.Itoa(p2))
 	cfgPath := filepath.Join(spec.dir, spec.name+".yaml")
-	if err := os.WriteFile(cfgPath, []byte(build(addr, admin)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(build("127.0.0.1:0", "127.0.0.1:0")), 0o644); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
 	env := append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(spec.procs))
-	var cmd *exec.Cmd
-	if spec.sluice != "" {
-		cmd = exec.Command(spec.sluice, "serve", "--config", cfgPath)
-	} else {
+	bin, args := spec.sluice, []string{"serve", "--config", cfgPath}
+	if bin == "" {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("find this binary: %w", err)
 		}
-		cmd = exec.Command(self)
+		bin, args = self, nil
 		env = append(env, childConfigEnv+"="+cfgPath)
 		if spec.profile {
 			env = append(env, childProfileEnv+"="+filepath.Join(spec.dir, spec.name+".pprof"))
 		}
 	}
-	cmd.Env = env
-	g := &gatewayProc{addr: addr, admin: admin, cmd: cmd, done: make(chan struct{}), log: &lockedBuffer{}}
-	cmd.Stdout, cmd.Stderr = g.log, g.log
-	benchproc.SetDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run gateway: %w", err)
+	p, err := sluicetest.Start(bin, sluicetest.Options{Args: args, Env: env, MaxLog: 64 << 10, StartTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("start gateway: %w", err)
 	}
-	go func() { cmd.Wait(); close(g.done) }()
+	g := &gatewayProc{addr: strings.TrimPrefix(p.Base, "http://"), admin: strings.TrimPrefix(p.Admin, "http://"), p: p}
 	if err := g.waitReady(ctx, 10*time.Second); err != nil {
 		g.stop()
-		return nil, fmt.Errorf("gateway on %s: %w; its log:\n%s", addr, err, g.log.String())
+		return nil, fmt.Errorf("gateway on %s: %w; its log:\n%s", g.addr, err, p.Logs())
 	}
 	return g, nil
 }
@@ -188,8 +153,8 @@ func (g *gatewayProc) waitReady(ctx context.Context, timeout time.Duration) erro
 			err = fmt.Errorf("/readyz answered %s", resp.Status)
 		}
 		select {
-		case <-g.done:
-			return fmt.Errorf("gateway exited (%v) before it was ready", g.cmd.ProcessState)
+		case <-g.p.Exited():
+			return fmt.Errorf("gateway exited (code %d) before it was ready", g.p.ExitCode())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -201,7 +166,7 @@ func (g *gatewayProc) waitReady(ctx context.Context, timeout time.Duration) erro
 }
 
 // cpu returns the CPU time the gateway process has used so far.
-func (g *gatewayProc) cpu() (time.Duration, bool) { return benchproc.ProcessCPU(g.cmd.Process.Pid) }
+func (g *gatewayProc) cpu() (time.Duration, bool) { return benchproc.ProcessCPU(g.p.PID()) }
 
 // storeTrouble sums sluice_store_errors_total and
 // sluice_fallback_decisions_total from the admin /metrics: non-zero means
@@ -232,33 +197,4 @@ func (g *gatewayProc) storeTrouble() (float64, error) {
 
 // stop sends SIGTERM (drain and exit; the child writes its profile), then
 // SIGKILL after 10 s, and waits for the process.
-func (g *gatewayProc) stop() {
-	g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.done:
-	case <-time.After(10 * time.Second):
-		g.cmd.Process.Kill()
-		<-g.done
-	}
-}
-
-// lockedBuffer is an io.Writer safe for concurrent use, bounded to 64 KiB.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := 64<<10 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(len(p), room)]...)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
-}
+func (g *gatewayProc) stop() { g.p.Stop(10 * time.Second) }

@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	go run ./bench/cmd/gatewaybench [-duration 5s] [-workers 32] [-rate 2000]
+//	cd bench && go run ./cmd/gatewaybench [-duration 5s] [-workers 32] [-rate 2000]
 //	    [-cells direct,nolimits,memory,memory-deny50,redis] [-repeat N]
 //	    [-sluice BINARY] [-gateway-procs 1] [-client-procs 1]
 //	    [-profile DIR] [-out FILE] [-quick]
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 func main() {
@@ -130,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	case c.profileDir != "" && c.sluice != "":
 		return nil, errors.New("-profile needs the built-in gateway child; drop -sluice")
 	}
-	c.cmdline = "go run ./bench/cmd/gatewaybench " + strings.Join(args, " ")
+	c.cmdline = "cd bench && go run ./cmd/gatewaybench " + strings.Join(args, " ")
 	return c, nil
 }
 
@@ -203,12 +204,12 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("the redis cell needs redis-server: %w", err)
 			}
-			rs, err := benchproc.StartRedis(ctx, benchproc.RedisOptions{Bin: bin, TempPrefix: "gatewaybench-redis-"})
+			rs, err := redistest.StartServer(redistest.ServerOptions{Bin: bin})
 			if err != nil {
 				return nil, err
 			}
-			defer rs.Stop()
-			redisAddr = rs.Addr
+			defer rs.Close()
+			redisAddr = rs.Addr()
 		}
 	}
 	rep := &report{cfg: c, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(), loadBefore: loadAvg()}

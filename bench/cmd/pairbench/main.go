@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	go run ./bench/cmd/pairbench [-pkg ./store/memory] [-pair A=B ...] [-cpu 1,2]
+//	cd bench && go run ./cmd/pairbench [-pkg PACKAGE] [-pair A=B ...] [-cpu 1,2]
 //	    [-rounds 10] [-benchtime 1s] [-out FILE]
 //
 // Without -pair it compares the memory store against the x/time/rate
@@ -66,7 +66,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("pairbench", flag.ContinueOnError)
-	pkg := fs.String("pkg", "./store/memory", "package whose benchmarks to run")
+	pkg := fs.String("pkg", "github.com/sluice-gw/sluice/bench/baseline", "package whose benchmarks to run")
 	var pairFlags multiFlag
 	fs.Var(&pairFlags, "pair", "BenchA=BenchB[@target]: compare A against baseline B (repeatable)")
 	cpus := fs.String("cpu", "1,2", "GOMAXPROCS values, comma-separated")

@@ -80,11 +80,11 @@ func redisBenchmark(ctx context.Context, bin string, s *server, call *scriptCall
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, r.args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cpu0, ok0 := benchproc.ProcessCPU(s.cmd.Process.Pid)
+	cpu0, ok0 := benchproc.ProcessCPU(s.pid())
 	if err := cmd.Run(); err != nil {
 		return r, fmt.Errorf("redis-benchmark: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	if cpu1, ok1 := benchproc.ProcessCPU(s.cmd.Process.Pid); ok0 && ok1 {
+	if cpu1, ok1 := benchproc.ProcessCPU(s.pid()); ok0 && ok1 {
 		r.serverCPUPer = (cpu1 - cpu0) / time.Duration(n)
 	}
 	rps, p50, p99, err := parseBenchmarkCSV(stdout.Bytes())

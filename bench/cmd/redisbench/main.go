@@ -8,7 +8,7 @@
 //
 // Usage:
 //
-//	go run ./bench/cmd/redisbench [-duration 3s] [-conc 1,16,64,256] [-keys 1000,100000]
+//	cd bench && go run ./cmd/redisbench [-duration 3s] [-conc 1,16,64,256] [-keys 1000,100000]
 //	    [-impl sluice,rueidis-script,goredis-script,redis_rate,ulule] [-out FILE] [-quick]
 //
 // The harness, its clients and redis-server share the machine's cores, so
@@ -112,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.pipeline < 1 || c.ceilingConc < 1 || c.repeat < 1 || c.goredisPool < 0 {
 		return nil, fmt.Errorf("-pipeline, -ceiling-conc and -repeat must be at least 1 and -goredis-pool not negative")
 	}
-	c.cmdline = "go run ./bench/cmd/redisbench " + strings.Join(args, " ")
+	c.cmdline = "cd bench && go run ./cmd/redisbench " + strings.Join(args, " ")
 	return c, nil
 }
 
@@ -299,7 +299,7 @@ func runFlushed(ctx context.Context, srv *server, im impl, e *env, conc int, war
 		return cellResult{}, fmt.Errorf("reset stats before %s: %w", im.name, err)
 	}
 	runtime.GC()
-	r, err := runOne(ctx, im, e, conc, warmup, measure, srv.cmd.Process.Pid)
+	r, err := runOne(ctx, im, e, conc, warmup, measure, srv.pid())
 	if err != nil {
 		return r, err
 	}

@@ -1,17 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 // probeKey is the key the harness decides once through sluice's store while
@@ -43,32 +43,25 @@ func (c *scriptCall) withKey(s string) []string {
 // empty the client must send the script text, by EVAL or SCRIPT LOAD, and
 // the capture takes it from there.
 func captureScriptCall(ctx context.Context, addr, marker string, probe func(context.Context) error) (*scriptCall, error) {
-	d := net.Dialer{Timeout: time.Second}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := redistest.Dial(ctx, addr, "")
 	if err != nil {
 		return nil, fmt.Errorf("capture script call: %w", err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(conn)
-	if _, err := conn.Write(encodeCommand([]string{"SCRIPT", "FLUSH"})); err != nil {
-		return nil, fmt.Errorf("capture script call: %w", err)
-	}
-	if ok, err := readReply(r); err != nil || ok != "OK" {
-		return nil, fmt.Errorf("capture script call: SCRIPT FLUSH replied %q: %v", ok, err)
-	}
-	if _, err := conn.Write(encodeCommand([]string{"MONITOR"})); err != nil {
-		return nil, fmt.Errorf("capture script call: %w", err)
-	}
-	if ok, err := readReply(r); err != nil || ok != "OK" {
-		return nil, fmt.Errorf("capture script call: MONITOR replied %q: %v", ok, err)
+	for _, cmd := range [][]any{{"SCRIPT", "FLUSH"}, {"MONITOR"}} {
+		if ok, err := conn.DoContext(ctx, cmd...); err != nil || ok != "OK" {
+			return nil, fmt.Errorf("capture script call: %s replied %q: %v", cmd[0], ok, err)
+		}
 	}
 	if err := probe(ctx); err != nil {
 		return nil, fmt.Errorf("capture script call: probe: %w", err)
 	}
 	loaded := map[string]string{} // sha → source, from SCRIPT LOAD
 	for {
-		line, err := readReply(r)
+		v, err := conn.Receive(ctx)
+		line, _ := v.(string)
 		if err != nil {
 			return nil, fmt.Errorf("capture script call: no script call with a key containing %q seen: %w", marker, err)
 		}

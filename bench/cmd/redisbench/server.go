@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sluice-gw/sluice/bench/internal/benchproc"
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 // server is a throwaway redis-server child process on a loopback TCP port,
@@ -21,22 +16,17 @@ type server struct {
 	addr    string
 	port    int
 	version string
-	cmd     *exec.Cmd
-	proc    *benchproc.Redis
+	srv     *redistest.Server
 }
 
 // startServer starts redis-server (path bin) on a free loopback port below
 // the ephemeral range, waits until it answers PING and reads its version.
 func startServer(ctx context.Context, bin string) (*server, error) {
-	r, err := benchproc.StartRedis(ctx, benchproc.RedisOptions{
-		Bin:        bin,
-		TempPrefix: "redisbench-",
-		FreePort:   benchproc.FreePortBelowEphemeral,
-	})
+	r, err := redistest.StartServer(redistest.ServerOptions{Bin: bin})
 	if err != nil {
 		return nil, err
 	}
-	s := &server{addr: r.Addr, port: r.Port, cmd: r.Cmd, proc: r}
+	s := &server{addr: r.Addr(), port: r.Port(), srv: r}
 	info, err := s.do(ctx, "INFO", "server")
 	if err != nil {
 		s.stop()
@@ -51,61 +41,27 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 }
 
 // stop kills the server, waits for it and removes its directory.
-func (s *server) stop() { s.proc.Stop() }
+func (s *server) stop() { s.srv.Close() }
+
+// pid returns the server's process id.
+func (s *server) pid() int { return s.srv.PID() }
 
 // do sends one command on a fresh connection and returns a simple, bulk or
 // integer reply as a string. It is for setup only, not the measured path.
-func (s *server) do(ctx context.Context, args ...string) (string, error) {
-	d := net.Dialer{Timeout: time.Second}
-	conn, err := d.DialContext(ctx, "tcp", s.addr)
+func (s *server) do(ctx context.Context, args ...any) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := s.srv.DoContext(ctx, args...)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("redis: %w", err)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write(encodeCommand(args)); err != nil {
-		return "", err
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
 	}
-	return readReply(bufio.NewReader(conn))
-}
-
-// encodeCommand encodes args as a RESP array of bulk strings.
-func encodeCommand(args []string) []byte {
-	b := fmt.Appendf(nil, "*%d\r\n", len(args))
-	for _, a := range args {
-		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b
-}
-
-// readReply reads one RESP2 reply that is not an array.
-func readReply(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return "", errors.New("empty reply")
-	}
-	switch line[0] {
-	case '+', ':':
-		return line[1:], nil
-	case '-':
-		return "", fmt.Errorf("redis: %s", line[1:])
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("bad bulk length %q", line)
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	default:
-		return "", fmt.Errorf("unexpected reply %q", line)
-	}
+	return "", fmt.Errorf("redis: unexpected reply %#v to %v", v, args[0])
 }
 
 // scriptTimePerCall returns the time Redis spent inside EVAL and EVALSHA

@@ -3,22 +3,14 @@ package benchproc
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
 // clockTick is the unit of /proc/<pid>/stat times: USER_HZ, 100 on every
 // Linux architecture Go supports.
 const clockTick = 10 * time.Millisecond
-
-// SetDeathSignal makes the kernel kill the child when the harness dies, so an
-// interrupted run leaves no child process behind.
-func SetDeathSignal(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // ProcessCPU returns the user+system CPU time process pid has used, from
 // /proc/<pid>/stat (10ms resolution). It reports false when that is unknown.
