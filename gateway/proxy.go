@@ -197,14 +197,13 @@ func (u *upstreamTrip) roundTrip(req *http.Request, body *bodyReader) (*http.Res
 	// as long as it likes. Ending the read on the client's connection ends
 	// the write (bodyReader.endRead).
 	t := time.AfterFunc(u.timeout, func() {
-		if body != nil && body.endRead() {
-			cancel(errBodyTimeout)
-			return
+		if body == nil || !body.endRead(func() { cancel(errBodyTimeout) }) {
+			cancel(errUpstreamTimeout)
 		}
-		cancel(errUpstreamTimeout)
 	})
 	resp, err := u.next.RoundTrip(req.WithContext(ctx))
 	if !t.Stop() { // the deadline fired, perhaps as the headers arrived
+		<-ctx.Done() // the timer's cancel, or the client's, came first
 		if resp != nil {
 			resp.Body.Close()
 		}

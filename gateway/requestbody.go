@@ -63,15 +63,18 @@ var errBodyTimeout = &proxyError{Status: http.StatusRequestTimeout,
 // endRead ends the read of a body the client may still be sending (neither
 // read to its end nor failed) by setting the read deadline of the client's
 // connection to now, unless the handler has returned (release): past that,
-// the connection may already carry the client's next request. It reports
-// whether it ended a read.
-func (b *bodyReader) endRead() bool {
+// the connection may already carry the client's next request. Before it
+// ends the read it calls cancel, so that the request carries the cause of
+// its end before the client's connection fails. It reports whether it
+// ended a read.
+func (b *bodyReader) endRead(cancel func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.released || b.done || b.err != nil {
 		return false
 	}
 	b.ended = true
+	cancel()
 	b.rc.SetReadDeadline(time.Now())
 	return true
 }
