@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 )
@@ -24,9 +23,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		// Under on_error allow the instance serves every request while the
-		// store is down, so it stays ready (SPEC §5).
-		if err := g.Ready(r.Context(), readyTimeout); err != nil && g.cfg.Store.OnError != config.OnErrorAllow {
+		if err := g.Ready(r.Context(), readyTimeout); err != nil {
 			g.log.Warn("readyz: store does not answer", "error", err)
 			httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store does not answer.")
 			return

@@ -36,9 +36,11 @@
 // the old one's (for memory: any memory store) shares the old store (see
 // [Deps].Previous).
 //
-// A Redis store sits behind store/fallback, which applies store.on_error
-// (SPEC §5) and feeds the fallback metrics; /readyz asks it whether the
-// instance should take traffic.
+// Every store (Redis, memory, or one injected through [Deps].Store) sits
+// behind store/fallback, the one home of store.on_error, which feeds the
+// store-error and fallback metrics; /readyz asks it whether the instance
+// should take traffic. The gateway holds the result as one handle, the
+// store and its status (store.go); only the store wiring knows the kind.
 //
 // Request headers: SPEC §4 bounds the request line and headers at 16 KiB
 // (server.max_header_bytes) with a JSON 431. Go's http.Server answers an

@@ -173,7 +173,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		mw, err = httplimit.New(httplimit.Options{
 			Route:        rc.ID,
 			Limits:       limits,
-			Store:        meteredStore{Store: g.store, metrics: g.metrics, countErrors: g.store.fallback == nil},
+			Store:        meteredStore{Store: g.store, metrics: g.metrics},
 			Clock:        clock,
 			IP:           ip,
 			OnStoreError: g.onStoreError(rc.ID),
@@ -186,7 +186,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		final = mw.Handler(final)
 		limits = mw.Limits()
 	}
-	if g.store.fallback != nil && len(limits) > 0 {
+	if len(limits) > 0 {
 		final = routeTagged(rc.ID, final)
 	}
 	return &route{
@@ -274,39 +274,19 @@ func (g *Gateway) override(_ context.Context, route string, key []string) *ratel
 }
 
 // onStoreError answers a store error the middleware could not decide past.
-// A Redis store sits behind store/fallback, which applies on_error itself
-// (SPEC §5). Any other store (memory, or one injected for tests) gets the
-// simple form here: allow admits, local and deny answer 503.
+// The store (store/fallback around any primary) has applied on_error and
+// counted it already: an error reaching here is a denial (deny mode, or
+// local mode with no store more local) or not a store failure.
 func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.Request, error) bool {
-	mode := g.cfg.Store.OnError
-	if g.store.fallback != nil {
-		// The fallback store applied on_error and counted it already; an
-		// error reaching here is a denial (deny mode) or not a store failure.
-		return func(w http.ResponseWriter, r *http.Request, err error) bool {
-			if errors.Is(err, fallback.ErrUnavailable) {
-				// on_error deny while the store is down: the breaker's
-				// opening was logged once (logFallback); a line for every
-				// request would turn an outage's traffic into log volume.
-				// The access log still records each 503.
-				g.log.Debug("store unavailable, denied", "route", routeID, "error", err)
-			} else {
-				g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
-			}
-			w.Header().Set("Retry-After", "1")
-			httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
-			return false
-		}
-	}
 	return func(w http.ResponseWriter, r *http.Request, err error) bool {
-		g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
-		if mode == config.OnErrorAllow {
-			g.metrics.FallbackDecision(routeID, mode)
-			noteFallback(r.Context(), mode)
-			return true
-		}
-		if mode == config.OnErrorDeny {
-			g.metrics.FallbackDecision(routeID, mode)
-			noteFallback(r.Context(), mode)
+		if errors.Is(err, fallback.ErrUnavailable) {
+			// The store's failure was logged where it was seen (a Redis
+			// breaker's opening once, an in-process store's each time); a
+			// line for every request would turn an outage's traffic into
+			// log volume. The access log still records each 503.
+			g.log.Debug("store unavailable, denied", "route", routeID, "error", err)
+		} else {
+			g.log.Warn("store failed", "route", routeID, "on_error", g.cfg.Store.OnError, "error", err)
 		}
 		w.Header().Set("Retry-After", "1")
 		httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
@@ -364,20 +344,18 @@ func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok) }
 // Config returns the configuration the gateway was built from. It must not be modified.
 func (g *Gateway) Config() *config.Config { return g.cfg }
 
-// Ready reports whether the store answers, within timeout: the readiness
-// condition of /readyz.
+// Ready reports whether the instance should take traffic, within timeout:
+// the readiness condition of /readyz. Under on_error allow it always is
+// (the instance serves every request while the store is down); otherwise
+// the store must answer, or, for a Redis store under on_error local, the
+// local fallback decides.
 func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if fb := g.store.fallback; fb != nil {
-		// Ready under local and allow: the instance serves either way.
-		if !fb.Ready(ctx) {
-			return errStoreDown
-		}
-		return nil
+	if !g.store.status.Ready(ctx) {
+		return errStoreDown
 	}
-	var out [1]ratelimit.Decision
-	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+	return nil
 }
 
 // probeStore checks that the store itself answers (for a Redis store behind
@@ -385,15 +363,12 @@ func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
 func (g *Gateway) probeStore(r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	if g.store.ping != nil {
-		return g.store.ping(ctx)
-	}
-	var out [1]ratelimit.Decision
-	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+	return g.store.status.Probe(ctx)
 }
 
-// errStoreDown is Ready's answer when the fallback says the store is down in deny mode.
-var errStoreDown = errors.New("gateway: store unavailable (on_error deny)")
+// errStoreDown is Ready's answer when the store does not answer and
+// on_error has nothing to decide in its place.
+var errStoreDown = errors.New("gateway: store unavailable")
 
 // readyPolicy is the policy of /readyz's probe, which reads and never writes.
 var readyPolicy = ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "readyz", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Second})

@@ -83,7 +83,8 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		closers.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &sharedStore{Store: fb, fallback: fb, closer: closers, spec: spec, refs: 1, overrides: newOverrides(rs, log), ping: rs.Ping}, nil
+	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: rs.Ping, breaker: true},
+		closer: closers, spec: spec, refs: 1, overrides: newOverrides(rs, log)}, nil
 }
 
 // logFallback says when decisions leave Redis (the breaker opened) and

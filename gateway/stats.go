@@ -151,7 +151,7 @@ func (g *Gateway) statsView(r *http.Request) statsView {
 		v.Routes = append(v.Routes, routeView{Route: rt.id, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load()})
 	}
 	sc := g.cfg.Store
-	v.Store = storeView{Type: sc.Type, OnError: sc.OnError, Breaker: "none"}
+	v.Store = storeView{Type: sc.Type, OnError: sc.OnError}
 	if sc.Type == "redis" {
 		v.Store.Mode = sc.Redis.Mode
 	}
@@ -160,13 +160,8 @@ func (g *Gateway) statsView(r *http.Request) statsView {
 	} else {
 		v.Store.Healthy = true
 	}
-	if fb := g.store.fallback; fb != nil {
-		v.Store.FallbackActive = fb.Engaged()
-		v.Store.Breaker = "closed"
-		if fb.Active() {
-			v.Store.Breaker = "open"
-		}
-	}
+	v.Store.FallbackActive = g.store.status.Engaged()
+	v.Store.Breaker = g.store.status.Breaker()
 	return v
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,21 +14,38 @@ import (
 	"github.com/sluice-gw/sluice/store/fallback"
 )
 
-// sharedStore is a store that successive gateways may share across reloads.
-// The last gateway to release it closes it.
+// storeStatus is what the gateway reads about its store besides its
+// decisions. The store wiring (this file and redis.go) implements it; the
+// rest of the gateway never asks which kind of store it holds.
+type storeStatus interface {
+	// Ready reports whether the instance should take traffic (/readyz),
+	// as store.on_error has it.
+	Ready(ctx context.Context) bool
+	// Probe checks that the store itself answers (Redis, not its fallback).
+	Probe(ctx context.Context) error
+	// Engaged reports whether requests are being decided without the
+	// store: sluice_fallback_active.
+	Engaged() bool
+	// Breaker returns the state of the store's circuit breaker: "closed",
+	// "open", or "none" for a store without one.
+	Breaker() string
+}
+
+// sharedStore is the gateway's one store handle: the store that decides,
+// with store.on_error applied (a fallback.Store around any primary), and
+// its status. Successive gateways may share it across reloads; the last
+// gateway to release it closes it.
 type sharedStore struct {
 	ratelimit.Store
-	closer io.Closer // nil when the store was injected (Deps.Store)
-	// fallback is the on_error wrapper of a Redis store; nil for memory.
-	fallback *fallback.Store
-	spec     string // the store section it was built from
+	status storeStatus
+	fb     *fallback.Store // the Store, for its per-route views
+	closer io.Closer       // nil when the store was injected (Deps.Store)
+	spec   string          // the store section it was built from
 	// overrides are the admin API's per-key policies, kept with the store
 	// so that they survive reloads as the limit state does.
 	overrides *overrides
-	// ping checks the store itself (Redis, behind the fallback); nil for memory.
-	ping func(context.Context) error
-	mu   sync.Mutex
-	refs int
+	mu        sync.Mutex
+	refs      int
 }
 
 // acquire adds a user; it fails once the store has been closed.
@@ -63,7 +81,12 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 		// An injected store that can hold a shared overrides table (a
 		// Redis store) shares overrides too.
 		shared, _ := deps.Store.(sharedOverrides)
-		return &sharedStore{Store: deps.Store, refs: 1, overrides: newOverrides(shared, log)}, nil
+		s, err := openInProcess(deps.Store, cfg, m, log)
+		if err != nil {
+			return nil, err
+		}
+		s.overrides = newOverrides(shared, log)
+		return s, nil
 	}
 	// Two configs can share a store when they would build the same one. A
 	// memory store depends only on store.memory; a Redis store (with its
@@ -77,14 +100,78 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 	}
 	switch cfg.Store.Type {
 	case config.StoreMemory, "":
-		s, err := openMemory(memoryStoreName, cfg, deps.Clock, m, log)
+		ms, err := openMemory(memoryStoreName, cfg, deps.Clock, m, log)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: memory store: %w", err)
 		}
-		return &sharedStore{Store: s.Store, closer: s, spec: spec, refs: 1, overrides: newOverrides(nil, log)}, nil
+		s, err := openInProcess(ms.Store, cfg, m, log)
+		if err != nil {
+			ms.Close()
+			return nil, err
+		}
+		s.closer, s.spec, s.overrides = ms, spec, newOverrides(nil, log)
+		return s, nil
 	case config.StoreRedis:
 		return openRedis(cfg, spec, deps.Clock, m, log)
 	default:
 		return nil, fmt.Errorf("gateway: unknown store type %q", cfg.Store.Type)
 	}
+}
+
+// openInProcess puts an in-process store (memory, or one injected for
+// tests) behind store/fallback, which applies store.on_error to its
+// failures as it does to Redis's: allow admits uncounted, deny answers 503,
+// and local, having no store more local, answers 503 too.
+func openInProcess(primary ratelimit.Store, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
+	mode := fallback.Mode(cfg.Store.OnError)
+	probe := func(ctx context.Context) error {
+		var out [1]ratelimit.Decision
+		return primary.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+	}
+	fb, err := fallback.New(fallback.Options{
+		Primary:   primary,
+		Mode:      mode,
+		InProcess: true,
+		Classify: func(err error) (string, bool) {
+			// No breaker opening announces an in-process store's
+			// failures: each is logged.
+			log.Warn("store failed", "on_error", cmp.Or(mode, fallback.Local), "error", err)
+			return string(errorKind(err)), true
+		},
+		Ping: probe,
+		OnStoreError: func(_ context.Context, kind string) {
+			m.StoreError(metrics.ErrorKind(kind))
+		},
+		OnFallback: func(ctx context.Context, mode fallback.Mode) {
+			m.FallbackDecision(routeOf(ctx), string(mode))
+			noteFallback(ctx, string(mode))
+		},
+		OnEngagedChange: m.SetFallbackActive,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: probe}, refs: 1}, nil
+}
+
+// fallbackStatus is the status of a store behind store/fallback.
+type fallbackStatus struct {
+	fb    *fallback.Store
+	probe func(context.Context) error
+	// breaker is whether fb calls a remote primary through its breaker.
+	breaker bool
+}
+
+func (s fallbackStatus) Ready(ctx context.Context) bool  { return s.fb.Ready(ctx) }
+func (s fallbackStatus) Probe(ctx context.Context) error { return s.probe(ctx) }
+func (s fallbackStatus) Engaged() bool                   { return s.fb.Engaged() }
+
+func (s fallbackStatus) Breaker() string {
+	switch {
+	case !s.breaker:
+		return "none"
+	case s.fb.Active():
+		return "open"
+	}
+	return "closed"
 }
