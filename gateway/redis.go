@@ -20,7 +20,7 @@ import (
 // store.on_error fallback (SPEC §5): a circuit breaker, and in local mode an
 // in-memory store of this instance's own. It dials nothing: the Redis store
 // connects on first use.
-func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
+func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	rc := cfg.Store.Redis
 	opts := redis.Options{
 		Mode:       redis.Mode(rc.Mode),
@@ -84,7 +84,7 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: rs.Ping, breaker: true},
-		closer: closers, spec: spec, refs: 1, overrides: newOverrides(rs, log)}, nil
+		closer: closers, section: section, refs: 1, overrides: newOverrides(rs, log)}, nil
 }
 
 // logFallback says when decisions leave Redis (the breaker opened) and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/sluice-gw/sluice/config"
@@ -40,7 +41,8 @@ type sharedStore struct {
 	status storeStatus
 	fb     *fallback.Store // the Store, for its per-route views
 	closer io.Closer       // nil when the store was injected (Deps.Store)
-	spec   string          // the store section it was built from
+	// section is the store section it was built from (see sameStore).
+	section config.Store
 	// overrides are the admin API's per-key policies, kept with the store
 	// so that they survive reloads as the limit state does.
 	overrides *overrides
@@ -88,16 +90,11 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 		s.overrides = newOverrides(shared, log)
 		return s, nil
 	}
-	// Two configs can share a store when they would build the same one. A
-	// memory store depends only on store.memory; a Redis store (with its
-	// local fallback) on all of the store section.
-	spec := fmt.Sprintf("%#v", cfg.Store)
-	if cfg.Store.Type == config.StoreMemory || cfg.Store.Type == "" {
-		spec = fmt.Sprintf("%s %#v", config.StoreMemory, cfg.Store.Memory)
-	}
-	if p := deps.Previous; p != nil && p.store.closer != nil && p.store.spec == spec && p.store.acquire() {
+	if p := deps.Previous; p != nil && p.store.closer != nil && sameStore(&p.store.section, &cfg.Store) && p.store.acquire() {
 		return p.store, nil
 	}
+	section := cfg.Store
+	section.Redis.Addrs = slices.Clone(section.Redis.Addrs)
 	switch cfg.Store.Type {
 	case config.StoreMemory, "":
 		ms, err := openMemory(memoryStoreName, cfg, deps.Clock, m, log)
@@ -109,13 +106,31 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 			ms.Close()
 			return nil, err
 		}
-		s.closer, s.spec, s.overrides = ms, spec, newOverrides(nil, log)
+		s.closer, s.section, s.overrides = ms, section, newOverrides(nil, log)
 		return s, nil
 	case config.StoreRedis:
-		return openRedis(cfg, spec, deps.Clock, m, log)
+		return openRedis(cfg, section, deps.Clock, m, log)
 	default:
 		return nil, fmt.Errorf("gateway: unknown store type %q", cfg.Store.Type)
 	}
+}
+
+// sameStore reports whether configurations with the store sections a and b
+// build the same store, so that a reload can keep it and every key's
+// budget. A memory store depends only on store.memory; a Redis store (with
+// its local fallback) on all of the section.
+func sameStore(a, b *config.Store) bool {
+	memory := func(s *config.Store) bool { return s.Type == config.StoreMemory || s.Type == "" }
+	if memory(a) || memory(b) {
+		return memory(a) && memory(b) && a.Memory == b.Memory
+	}
+	ra, rb := &a.Redis, &b.Redis
+	return a.Type == b.Type && a.Prefix == b.Prefix && a.Timeout == b.Timeout && a.OnError == b.OnError &&
+		a.Memory == b.Memory &&
+		ra.Mode == rb.Mode && slices.Equal(ra.Addrs, rb.Addrs) && ra.MasterName == rb.MasterName &&
+		ra.Username == rb.Username && ra.Password == rb.Password &&
+		ra.SentinelUsername == rb.SentinelUsername && ra.SentinelPassword == rb.SentinelPassword &&
+		ra.DB == rb.DB && ra.TLS == rb.TLS
 }
 
 // openInProcess puts an in-process store (memory, or one injected for
