@@ -79,4 +79,3 @@ func TestSameStore(t *testing.T) {
 		t.Error("a memory and a Redis section: sameStore = true, want false")
 	}
 }
-
