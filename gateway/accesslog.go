@@ -18,7 +18,7 @@ import (
 
 // accessEntry collects what one logged request's record needs; it travels
 // in the request's context so that the middleware's Observe hook and the
-// fallback store can fill it in.
+// route's fallback hook (Gateway.fellBack) can fill it in.
 type accessEntry struct {
 	start    time.Time
 	outcome  httplimit.Outcome

@@ -173,7 +173,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		mw, err = httplimit.New(httplimit.Options{
 			Route:        rc.ID,
 			Limits:       limits,
-			Store:        meteredStore{Store: g.store, metrics: g.metrics},
+			Store:        meteredStore{Store: g.store.forRoute(g.fellBack(rc.ID)), metrics: g.metrics},
 			Clock:        clock,
 			IP:           ip,
 			OnStoreError: g.onStoreError(rc.ID),
@@ -185,9 +185,6 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		}
 		final = mw.Handler(final)
 		limits = mw.Limits()
-	}
-	if len(limits) > 0 {
-		final = routeTagged(rc.ID, final)
 	}
 	return &route{
 		id:      rc.ID,
@@ -260,6 +257,16 @@ func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 	}
 	g.stats.record(g.clock.Now(), ev)
 	g.observeAccess(r, ev)
+}
+
+// fellBack returns the hook that counts route's decisions made without
+// the store (sluice_fallback_decisions_total) and marks them in the access
+// log.
+func (g *Gateway) fellBack(route string) func(context.Context, fallback.Mode) {
+	return func(ctx context.Context, mode fallback.Mode) {
+		g.metrics.FallbackDecision(route, string(mode))
+		noteFallback(ctx, string(mode))
+	}
 }
 
 // override is the middleware's hook for the admin API's per-key overrides.
@@ -392,12 +399,4 @@ func errorKind(err error) metrics.ErrorKind {
 		return metrics.ErrorKind(k)
 	}
 	return metrics.KindOther
-}
-
-// routeTagged puts the route id into the request context for the fallback
-// store's sluice_fallback_decisions_total{route}.
-func routeTagged(id string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(withRoute(r.Context(), id)))
-	})
 }

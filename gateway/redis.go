@@ -70,10 +70,6 @@ func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, 
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
 		},
-		OnFallback: func(ctx context.Context, mode fallback.Mode) {
-			m.FallbackDecision(routeOf(ctx), string(mode))
-			noteFallback(ctx, string(mode))
-		},
 		OnStateChange: func(active bool) {
 			logFallback(log, cfg, active, lastErr.Load())
 		},
@@ -113,19 +109,4 @@ func (c closeAll) Close() error {
 		errs = append(errs, s.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// routeKey is the context key under which a request carries its route id,
-// for the fallback's per-route metric.
-type routeKey struct{}
-
-// withRoute returns ctx carrying route id.
-func withRoute(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, routeKey{}, id)
-}
-
-// routeOf returns the route id ctx carries, or "".
-func routeOf(ctx context.Context) string {
-	id, _ := ctx.Value(routeKey{}).(string)
-	return id
 }

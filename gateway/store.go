@@ -76,6 +76,12 @@ func (s *sharedStore) release() error {
 	return nil
 }
 
+// forRoute returns the store as a route decides on it: each of its
+// decisions made without the primary is reported to onFallback.
+func (s *sharedStore) forRoute(onFallback func(context.Context, fallback.Mode)) ratelimit.Store {
+	return s.fb.Observed(onFallback)
+}
+
 // openStore returns the store for cfg: the injected one, the previous
 // gateway's when the store section is unchanged, or a new one.
 func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
@@ -156,10 +162,6 @@ func openInProcess(primary ratelimit.Store, cfg *config.Config, m *metrics.Metri
 		Ping: probe,
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
-		},
-		OnFallback: func(ctx context.Context, mode fallback.Mode) {
-			m.FallbackDecision(routeOf(ctx), string(mode))
-			noteFallback(ctx, string(mode))
 		},
 		OnEngagedChange: m.SetFallbackActive,
 	})

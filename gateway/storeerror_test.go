@@ -94,3 +94,27 @@ func TestInProcessStoreDownLocal(t *testing.T) {
 		t.Errorf("/metrics counts a fallback decision; on_error local with no local store decides nothing")
 	}
 }
+
+// TestFallbackCountedPerRoute: each route's decisions made without the
+// store are counted under its own id, the route being named to the store's
+// hook when the route is built.
+func TestFallbackCountedPerRoute(t *testing.T) {
+	cfg := testConfig(limitedRoute("a", "/a", "a\n"), limitedRoute("b", "/b", "b\n"))
+	cfg.Store.OnError = config.OnErrorAllow
+	g, err := New(cfg, Deps{Store: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base, admin := startServer(t, g)
+	for _, path := range []string{"/a", "/a", "/b"} {
+		if code, body, _ := get(t, base+path); code != 200 {
+			t.Fatalf("GET %s with the store down, on_error allow = %d %s, want 200", path, code, body)
+		}
+	}
+	_, metrics, _ := get(t, admin+"/metrics")
+	for _, want := range []string{`sluice_fallback_decisions_total{mode="allow",route="a"} 2`, `sluice_fallback_decisions_total{mode="allow",route="b"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
