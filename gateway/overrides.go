@@ -17,14 +17,24 @@ import (
 // overridePoll plus one store round trip (SPEC §6: within 1 s).
 const overridePoll = 250 * time.Millisecond
 
-// sharedOverrides is a table of overrides that several instances share: the
-// Redis store's overrides hash. A nil sharedOverrides means the table lives
-// in this process only (memory store).
-type sharedOverrides interface {
-	SetOverride(ctx context.Context, field, value string) (int64, error)
-	DeleteOverride(ctx context.Context, field string) (existed bool, version int64, err error)
-	LoadOverrides(ctx context.Context, since int64) (version int64, table map[string]string, changed bool, err error)
+// sharedTable is a table of fields and values that several instances
+// share, versioned so that readers poll it cheaply: the Redis store's
+// SharedTable. A nil sharedTable means the overrides live in this process
+// only. It is an alias of the interface literal redis.Store.SharedTable
+// returns, so that tableStore matches that method.
+type sharedTable = interface {
+	Set(ctx context.Context, field, value string) (version int64, err error)
+	Delete(ctx context.Context, field string) (existed bool, version int64, err error)
+	Load(ctx context.Context, since int64) (version int64, table map[string]string, changed bool, err error)
 }
+
+// tableStore is a store that can hold shared tables (the Redis store).
+type tableStore interface {
+	SharedTable(name string) sharedTable
+}
+
+// overridesTable is the name of the shared table of overrides.
+const overridesTable = "overrides"
 
 // override is one per-key policy set through the admin API.
 type override struct {
@@ -38,7 +48,7 @@ type override struct {
 // poller. It belongs to the sharedStore, so it survives reloads like the
 // limit state does. It is safe for concurrent use.
 type overrides struct {
-	shared sharedOverrides // nil: this process only
+	shared sharedTable // nil: this process only
 	log    *slog.Logger
 
 	cur     atomic.Pointer[map[string]string] // field -> policy name; never modified once stored
@@ -54,7 +64,7 @@ type overrides struct {
 
 // newOverrides returns the table: following shared, or in process when
 // shared is nil. log nil discards the table's logs.
-func newOverrides(shared sharedOverrides, log *slog.Logger) *overrides {
+func newOverrides(shared sharedTable, log *slog.Logger) *overrides {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -146,7 +156,7 @@ func (o *overrides) set(ctx context.Context, route string, parts []string, polic
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.shared != nil {
-		if _, err := o.shared.SetOverride(ctx, f, policy); err != nil {
+		if _, err := o.shared.Set(ctx, f, policy); err != nil {
 			return err
 		}
 		return o.refreshLocked(ctx)
@@ -163,7 +173,7 @@ func (o *overrides) remove(ctx context.Context, route string, parts []string) (b
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.shared != nil {
-		existed, _, err := o.shared.DeleteOverride(ctx, f)
+		existed, _, err := o.shared.Delete(ctx, f)
 		if err != nil {
 			return false, err
 		}
@@ -187,7 +197,7 @@ func (o *overrides) refreshLocked(ctx context.Context) error {
 	if o.shared == nil {
 		return nil
 	}
-	v, table, changed, err := o.shared.LoadOverrides(ctx, o.version)
+	v, table, changed, err := o.shared.Load(ctx, o.version)
 	if err != nil {
 		if !o.failing {
 			o.log.Warn("overrides: cannot read the shared table; keeping the last one read", "error", err)

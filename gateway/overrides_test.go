@@ -24,7 +24,7 @@ type fakeShared struct {
 
 var errDown = errors.New("store down")
 
-func (f *fakeShared) SetOverride(_ context.Context, field, value string) (int64, error) {
+func (f *fakeShared) Set(_ context.Context, field, value string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -35,7 +35,7 @@ func (f *fakeShared) SetOverride(_ context.Context, field, value string) (int64,
 	return f.version, nil
 }
 
-func (f *fakeShared) DeleteOverride(_ context.Context, field string) (bool, int64, error) {
+func (f *fakeShared) Delete(_ context.Context, field string) (bool, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -49,7 +49,7 @@ func (f *fakeShared) DeleteOverride(_ context.Context, field string) (bool, int6
 	return ok, f.version, nil
 }
 
-func (f *fakeShared) LoadOverrides(_ context.Context, since int64) (int64, map[string]string, bool, error) {
+func (f *fakeShared) Load(_ context.Context, since int64) (int64, map[string]string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads++

@@ -80,7 +80,7 @@ func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, 
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: rs.Ping, breaker: true},
-		closer: closers, section: section, refs: 1, overrides: newOverrides(rs, log)}, nil
+		closer: closers, section: section, refs: 1, overrides: newOverrides(rs.SharedTable(overridesTable), log)}, nil
 }
 
 // logFallback says when decisions leave Redis (the breaker opened) and
@@ -110,3 +110,6 @@ func (c closeAll) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// The Redis store holds the shared overrides table, also when injected.
+var _ tableStore = (*redis.Store)(nil)

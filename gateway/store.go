@@ -86,9 +86,12 @@ func (s *sharedStore) forRoute(onFallback func(context.Context, fallback.Mode)) 
 // gateway's when the store section is unchanged, or a new one.
 func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	if deps.Store != nil {
-		// An injected store that can hold a shared overrides table (a
-		// Redis store) shares overrides too.
-		shared, _ := deps.Store.(sharedOverrides)
+		// An injected store that can hold a shared table (a Redis store)
+		// shares overrides too.
+		var shared sharedTable
+		if ts, ok := deps.Store.(tableStore); ok {
+			shared = ts.SharedTable(overridesTable)
+		}
 		s, err := openInProcess(deps.Store, cfg, m, log)
 		if err != nil {
 			return nil, err
