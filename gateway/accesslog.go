@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
@@ -83,7 +84,7 @@ func noteFallback(ctx context.Context, mode string) {
 // 16 hex digits of the SHA-256 of its length-prefixed parts, which tell keys
 // apart without holding them.
 func hashKey(parts []string) string {
-	sum := sha256.Sum256(appendOverrideField(nil, "", parts))
+	sum := sha256.Sum256(admin.AppendField(nil, "", parts))
 	return hex.EncodeToString(sum[:8])
 }
 

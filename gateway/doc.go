@@ -21,16 +21,16 @@
 //     go to the new one, and the old one is closed once its in-flight
 //     requests finish. [Server.Shutdown] drains in-flight requests.
 //
-// The admin listener (admin.go) serves /healthz, /readyz and /metrics, and,
-// behind the admin token, the admin API under /admin/v1/ (adminapi.go: peek
-// and reset a key's limits, per-key overrides, the dashboard's statistics)
-// and the dashboard at /admin/ (dashboard.go: one embedded page drawing with
-// the vendored uPlot, under a strict Content-Security-Policy). Overrides
-// (overrides.go) live with the store: in process for memory, in a Redis hash
-// that every instance re-reads every 250 ms for Redis, so a change reaches
-// all instances within a second. The dashboard's top limited keys come from
-// a bounded space-saving summary per minute (topk.go). The access log
-// (accesslog.go) writes one slog record per sampled request.
+// The admin listener is package [github.com/sluice-gw/sluice/gateway/admin]:
+// /healthz, /readyz and /metrics, and, behind the admin token, the admin
+// API under /admin/v1/ and the dashboard at /admin/. The gateway hands it
+// the fixed facts of its configuration and answers its narrow
+// admin.Gateway interface (adminview.go): readiness, the store, the
+// overrides table and the store's status. Overrides (overrides.go) live
+// with the store: in process for memory, in a Redis hash that every
+// instance re-reads every 250 ms for Redis, so a change reaches all
+// instances within a second. The access log (accesslog.go) writes one slog
+// record per sampled request.
 //
 // Reloads keep every key's budget: a new gateway whose store section equals
 // the old one's (for memory: any memory store) shares the old store (see

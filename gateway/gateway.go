@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
@@ -64,8 +65,8 @@ type Gateway struct {
 	// maxHeaderBytes bounds the request line and headers together (SPEC §6.1).
 	maxHeaderBytes int
 	clock          ratelimit.Clock
-	stats          *stats
-	logins         *loginGuard
+	stats          *admin.Stats
+	logins         *admin.Logins
 	accessLog      *slog.Logger
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
@@ -136,11 +137,10 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 	for i, rt := range g.routes {
 		ids[i] = rt.id
 	}
-	g.stats = newStats(ids)
+	g.stats = admin.NewStats(ids)
 	if p := deps.Previous; p != nil && p.logins != nil {
-		g.logins = p.logins
-		p.logins.handed.Store(true)
-	} else if g.logins, err = newLoginGuard(deps.Clock); err != nil {
+		g.logins = p.logins.TakeOver()
+	} else if g.logins, err = admin.NewLogins(deps.Clock); err != nil {
 		g.store.release()
 		return nil, fmt.Errorf("gateway: admin login limit: %w", err)
 	}
@@ -255,7 +255,7 @@ func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), metrics.Result(v.Result))
 	}
-	g.stats.record(g.clock.Now(), ev)
+	g.stats.Record(g.clock.Now(), ev)
 	g.observeAccess(r, ev)
 }
 
@@ -273,7 +273,7 @@ func (g *Gateway) fellBack(route string) func(context.Context, fallback.Mode) {
 // A name the current configuration does not define (the policy was removed
 // by a reload) is ignored.
 func (g *Gateway) override(_ context.Context, route string, key []string) *ratelimit.Policy {
-	name := g.store.overrides.lookup(route, key)
+	name := g.store.overrides.Lookup(route, key)
 	if name == "" {
 		return nil
 	}
@@ -365,14 +365,6 @@ func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// probeStore checks that the store itself answers (for a Redis store behind
-// the fallback: Redis, not the fallback), within a second.
-func (g *Gateway) probeStore(r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	return g.store.status.Probe(ctx)
-}
-
 // errStoreDown is Ready's answer when the store does not answer and
 // on_error has nothing to decide in its place.
 var errStoreDown = errors.New("gateway: store unavailable")
@@ -388,7 +380,7 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.transport.CloseIdleConnections()
-	g.logins.close()
+	g.logins.Close()
 	return g.store.release()
 }
 
