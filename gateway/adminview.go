@@ -44,12 +44,7 @@ type adminView struct{ g *Gateway }
 
 var _ admin.Gateway = adminView{}
 
-func (a adminView) Ready(ctx context.Context) error {
-	if !a.g.store.status.Ready(ctx) {
-		return errStoreDown
-	}
-	return nil
-}
+func (a adminView) Ready(ctx context.Context) error { return a.g.ready(ctx) }
 
 func (a adminView) Store() ratelimit.Store     { return a.g.store }
 func (a adminView) Overrides() admin.Overrides { return a.g.store.overrides }

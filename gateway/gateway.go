@@ -359,6 +359,11 @@ func (g *Gateway) Config() *config.Config { return g.cfg }
 func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	return g.ready(ctx)
+}
+
+// ready is Ready within ctx.
+func (g *Gateway) ready(ctx context.Context) error {
 	if !g.store.status.Ready(ctx) {
 		return errStoreDown
 	}
