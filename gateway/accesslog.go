@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
 // accessEntry collects what one logged request's record needs; it travels
 // in the request's context so that the middleware's Observe hook and the
-// fallback store can fill it in.
+// route's fallback hook (Gateway.fellBack) can fill it in.
 type accessEntry struct {
 	start    time.Time
 	outcome  httplimit.Outcome
@@ -83,7 +84,7 @@ func noteFallback(ctx context.Context, mode string) {
 // 16 hex digits of the SHA-256 of its length-prefixed parts, which tell keys
 // apart without holding them.
 func hashKey(parts []string) string {
-	sum := sha256.Sum256(appendOverrideField(nil, "", parts))
+	sum := sha256.Sum256(admin.AppendField(nil, "", parts))
 	return hex.EncodeToString(sum[:8])
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
@@ -102,13 +103,13 @@ func b64(s string) string {
 }
 
 // limitsJSON fetches GET /admin/v1/limits/... and decodes it.
-func limitsJSON(t *testing.T, g *Gateway, path string) limitsView {
+func limitsJSON(t *testing.T, g *Gateway, path string) admin.LimitsView {
 	t.Helper()
 	code, body, _ := call(t, g.admin, "GET", path, "", bearer...)
 	if code != 200 {
 		t.Fatalf("GET %s = %d %s", path, code, body)
 	}
-	var v limitsView
+	var v admin.LimitsView
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestAdminLimitsPeekAndReset(t *testing.T) {
 	// A key never seen shows its full budget, and GET consumes nothing.
 	for range 3 {
 		v := limitsJSON(t, g, "/admin/v1/limits/api/u1")
-		want := limitsView{Route: "api", Key: adminKey{"u1"}, Limits: []limitView{{Policy: "per-user", Algorithm: "token_bucket", Limit: 3, Remaining: 3, Reset: 1764100000}}}
+		want := admin.LimitsView{Route: "api", Key: admin.Key{"u1"}, Limits: []admin.LimitView{{Policy: "per-user", Algorithm: "token_bucket", Limit: 3, Remaining: 3, Reset: 1764100000}}}
 		if diff := cmp.Diff(want, v); diff != "" {
 			t.Fatalf("GET unseen key (-want +got):\n%s", diff)
 		}
@@ -160,11 +161,11 @@ func TestAdminLimitsPeekAndReset(t *testing.T) {
 
 	// Path-escaped keys and list keys.
 	call(t, g, "GET", "/api/x", "", "X-User", "a/b c")
-	if v := limitsJSON(t, g, "/admin/v1/limits/api/a%2Fb%20c"); !cmp.Equal(v.Key, adminKey{"a/b c"}) || v.Limits[0].Remaining != 2 {
+	if v := limitsJSON(t, g, "/admin/v1/limits/api/a%2Fb%20c"); !cmp.Equal(v.Key, admin.Key{"a/b c"}) || v.Limits[0].Remaining != 2 {
 		t.Errorf("escaped key: %+v", v)
 	}
 	call(t, g, "GET", "/list", "", "X-User", "u1")
-	if v := limitsJSON(t, g, "/admin/v1/limits/list?part=u1&part=/list"); !cmp.Equal(v.Key, adminKey{"u1", "/list"}) || v.Limits[0].Remaining != 2 {
+	if v := limitsJSON(t, g, "/admin/v1/limits/list?part=u1&part=/list"); !cmp.Equal(v.Key, admin.Key{"u1", "/list"}) || v.Limits[0].Remaining != 2 {
 		t.Errorf("list key: %+v", v)
 	}
 
@@ -275,16 +276,16 @@ func TestDashboardAndStats(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("stats = %d", code)
 	}
-	var s statsView
+	var s admin.StatsView
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatal(err)
 	}
 	// u1: 3 admitted, 2 denied; u2: 1 admitted. The shadow limit (3 in
 	// all) would deny the 4th admitted request.
-	if diff := cmp.Diff(routeView{Route: "api", Admitted: 4, Denied: 2, ShadowDenied: 1}, s.Routes[0]); diff != "" {
+	if diff := cmp.Diff(admin.RouteView{Route: "api", Admitted: 4, Denied: 2, ShadowDenied: 1}, s.Routes[0]); diff != "" {
 		t.Errorf("route counters (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]topKey{{Route: "api", Key: []string{hashKey([]string{"u1"})}, Denied: 2}}, s.TopKeys); diff != "" {
+	if diff := cmp.Diff([]admin.TopKey{{Route: "api", Key: []string{hashKey([]string{"u1"})}, Denied: 2}}, s.TopKeys); diff != "" {
 		t.Errorf("top keys (-want +got):\n%s", diff)
 	}
 	if !s.Store.Healthy || s.Store.Type != "memory" || s.Config.Summary == "" || len(s.Config.Routes) != 2 {
@@ -339,31 +340,6 @@ func TestAccessLog(t *testing.T) {
 	}
 }
 
-func TestTopKeysBounded(t *testing.T) {
-	now := time.Unix(1764100000, 0)
-	tk := newTopKeys(8, time.Minute, 5)
-	// One heavy key among many light ones: the heavy one is found and
-	// never undercounted, while memory stays at 8 keys per minute.
-	for i := range 1000 {
-		tk.add(now, "api", []string{"heavy"})
-		tk.add(now, "api", []string{"light" + string(rune('a'+i%26)) + string(rune('a'+i/26%26))})
-	}
-	top := tk.top(now, 3)
-	if top[0].Key[0] != "heavy" || top[0].Denied < 1000 {
-		t.Errorf("top = %+v, want heavy first with at least 1000", top)
-	}
-	if n := len(tk.ring[0].entries) + len(tk.ring[1].entries) + len(tk.ring[2].entries) + len(tk.ring[3].entries) + len(tk.ring[4].entries); n > 8 {
-		t.Errorf("%d entries, want at most 8", n)
-	}
-	// Five minutes later the old counts are gone.
-	if top := tk.top(now.Add(5*time.Minute), 3); len(top) != 0 {
-		t.Errorf("top after 5 minutes = %+v, want none", top)
-	}
-	if top := tk.top(now.Add(4*time.Minute), 3); len(top) == 0 {
-		t.Errorf("top after 4 minutes is empty, want the last 5 minutes kept")
-	}
-}
-
 // TestAccessLogBoundsClientFields is issue 12 item 7: what a client sends
 // (the method, a raw key) reaches the access log cut to maxLogField bytes
 // with a marker, so a 1 MiB method does not write a 1 MiB line.
@@ -409,9 +385,9 @@ func TestStatsKeysHashed(t *testing.T) {
 		}
 		_, body, _ := call(t, g.admin, "GET", "/admin/v1/stats", "", bearer...)
 		var s struct {
-			TopKeys   []topKey   `json:"top_keys"`
-			Overrides []override `json:"overrides"`
-			Hashed    bool       `json:"keys_hashed"`
+			TopKeys   []admin.TopKey   `json:"top_keys"`
+			Overrides []admin.Override `json:"overrides"`
+			Hashed    bool             `json:"keys_hashed"`
 		}
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			t.Fatal(err)

@@ -22,6 +22,10 @@ func adminCall(g *Gateway, peer, auth string) (int, string) {
 }
 
 // TestAdminLoginFailuresLimited is issue 12 item 13: a client that sends
+// adminLoginBurst is package admin's burst of failed logins per address
+// (docs/operations.md, "The admin listener").
+const adminLoginBurst = 10
+
 // adminLoginBurst wrong tokens is answered 429 with Retry-After, even with
 // the right token, until one failure has been forgiven; other clients and
 // requests without credentials are not affected.

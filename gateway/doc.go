@@ -21,24 +21,26 @@
 //     go to the new one, and the old one is closed once its in-flight
 //     requests finish. [Server.Shutdown] drains in-flight requests.
 //
-// The admin listener (admin.go) serves /healthz, /readyz and /metrics, and,
-// behind the admin token, the admin API under /admin/v1/ (adminapi.go: peek
-// and reset a key's limits, per-key overrides, the dashboard's statistics)
-// and the dashboard at /admin/ (dashboard.go: one embedded page drawing with
-// the vendored uPlot, under a strict Content-Security-Policy). Overrides
-// (overrides.go) live with the store: in process for memory, in a Redis hash
-// that every instance re-reads every 250 ms for Redis, so a change reaches
-// all instances within a second. The dashboard's top limited keys come from
-// a bounded space-saving summary per minute (topk.go). The access log
-// (accesslog.go) writes one slog record per sampled request.
+// The admin listener is package [github.com/sluice-gw/sluice/gateway/admin]:
+// /healthz, /readyz and /metrics, and, behind the admin token, the admin
+// API under /admin/v1/ and the dashboard at /admin/. The gateway hands it
+// the fixed facts of its configuration and answers its narrow
+// admin.Gateway interface (adminview.go): readiness, the store, the
+// overrides table and the store's status. Overrides (overrides.go) live
+// with the store: in process for memory, in a Redis hash that every
+// instance re-reads every 250 ms for Redis, so a change reaches all
+// instances within a second. The access log (accesslog.go) writes one slog
+// record per sampled request.
 //
 // Reloads keep every key's budget: a new gateway whose store section equals
 // the old one's (for memory: any memory store) shares the old store (see
 // [Deps].Previous).
 //
-// A Redis store sits behind store/fallback, which applies store.on_error
-// (SPEC §5) and feeds the fallback metrics; /readyz asks it whether the
-// instance should take traffic.
+// Every store (Redis, memory, or one injected through [Deps].Store) sits
+// behind store/fallback, the one home of store.on_error, which feeds the
+// store-error and fallback metrics; /readyz asks it whether the instance
+// should take traffic. The gateway holds the result as one handle, the
+// store and its status (store.go); only the store wiring knows the kind.
 //
 // Request headers: SPEC §4 bounds the request line and headers at 16 KiB
 // (server.max_header_bytes) with a JSON 431. Go's http.Server answers an

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
@@ -64,8 +65,8 @@ type Gateway struct {
 	// maxHeaderBytes bounds the request line and headers together (SPEC §6.1).
 	maxHeaderBytes int
 	clock          ratelimit.Clock
-	stats          *stats
-	logins         *loginGuard
+	stats          *admin.Stats
+	logins         *admin.Logins
 	accessLog      *slog.Logger
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
@@ -136,11 +137,10 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 	for i, rt := range g.routes {
 		ids[i] = rt.id
 	}
-	g.stats = newStats(ids)
+	g.stats = admin.NewStats(ids)
 	if p := deps.Previous; p != nil && p.logins != nil {
-		g.logins = p.logins
-		p.logins.handed.Store(true)
-	} else if g.logins, err = newLoginGuard(deps.Clock); err != nil {
+		g.logins = p.logins.TakeOver()
+	} else if g.logins, err = admin.NewLogins(deps.Clock); err != nil {
 		g.store.release()
 		return nil, fmt.Errorf("gateway: admin login limit: %w", err)
 	}
@@ -173,7 +173,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		mw, err = httplimit.New(httplimit.Options{
 			Route:        rc.ID,
 			Limits:       limits,
-			Store:        meteredStore{Store: g.store, metrics: g.metrics, countErrors: g.store.fallback == nil},
+			Store:        meteredStore{Store: g.store.forRoute(g.fellBack(rc.ID)), metrics: g.metrics},
 			Clock:        clock,
 			IP:           ip,
 			OnStoreError: g.onStoreError(rc.ID),
@@ -185,9 +185,6 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		}
 		final = mw.Handler(final)
 		limits = mw.Limits()
-	}
-	if g.store.fallback != nil && len(limits) > 0 {
-		final = routeTagged(rc.ID, final)
 	}
 	return &route{
 		id:      rc.ID,
@@ -242,15 +239,25 @@ func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
-	g.stats.record(g.clock.Now(), ev)
+	g.stats.Record(g.clock.Now(), ev)
 	g.observeAccess(r, ev)
+}
+
+// fellBack returns the hook that counts route's decisions made without
+// the store (sluice_fallback_decisions_total) and marks them in the access
+// log.
+func (g *Gateway) fellBack(route string) func(context.Context, fallback.Mode) {
+	return func(ctx context.Context, mode fallback.Mode) {
+		g.metrics.FallbackDecision(route, string(mode))
+		noteFallback(ctx, string(mode))
+	}
 }
 
 // override is the middleware's hook for the admin API's per-key overrides.
 // A name the current configuration does not define (the policy was removed
 // by a reload) is ignored.
 func (g *Gateway) override(_ context.Context, route string, key []string) *ratelimit.Policy {
-	name := g.store.overrides.lookup(route, key)
+	name := g.store.overrides.Lookup(route, key)
 	if name == "" {
 		return nil
 	}
@@ -258,39 +265,19 @@ func (g *Gateway) override(_ context.Context, route string, key []string) *ratel
 }
 
 // onStoreError answers a store error the middleware could not decide past.
-// A Redis store sits behind store/fallback, which applies on_error itself
-// (SPEC §5). Any other store (memory, or one injected for tests) gets the
-// simple form here: allow admits, local and deny answer 503.
+// The store (store/fallback around any primary) has applied on_error and
+// counted it already: an error reaching here is a denial (deny mode, or
+// local mode with no store more local) or not a store failure.
 func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.Request, error) bool {
-	mode := g.cfg.Store.OnError
-	if g.store.fallback != nil {
-		// The fallback store applied on_error and counted it already; an
-		// error reaching here is a denial (deny mode) or not a store failure.
-		return func(w http.ResponseWriter, r *http.Request, err error) bool {
-			if errors.Is(err, fallback.ErrUnavailable) {
-				// on_error deny while the store is down: the breaker's
-				// opening was logged once (logFallback); a line for every
-				// request would turn an outage's traffic into log volume.
-				// The access log still records each 503.
-				g.log.Debug("store unavailable, denied", "route", routeID, "error", err)
-			} else {
-				g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
-			}
-			w.Header().Set("Retry-After", "1")
-			httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
-			return false
-		}
-	}
 	return func(w http.ResponseWriter, r *http.Request, err error) bool {
-		g.log.Warn("store failed", "route", routeID, "on_error", mode, "error", err)
-		if mode == config.OnErrorAllow {
-			g.metrics.FallbackDecision(routeID, mode)
-			noteFallback(r.Context(), mode)
-			return true
-		}
-		if mode == config.OnErrorDeny {
-			g.metrics.FallbackDecision(routeID, mode)
-			noteFallback(r.Context(), mode)
+		if errors.Is(err, fallback.ErrUnavailable) {
+			// The store's failure was logged where it was seen (a Redis
+			// breaker's opening once, an in-process store's each time); a
+			// line for every request would turn an outage's traffic into
+			// log volume. The access log still records each 503.
+			g.log.Debug("store unavailable, denied", "route", routeID, "error", err)
+		} else {
+			g.log.Warn("store failed", "route", routeID, "on_error", g.cfg.Store.OnError, "error", err)
 		}
 		w.Header().Set("Retry-After", "1")
 		httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
@@ -348,36 +335,28 @@ func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok) }
 // Config returns the configuration the gateway was built from. It must not be modified.
 func (g *Gateway) Config() *config.Config { return g.cfg }
 
-// Ready reports whether the store answers, within timeout: the readiness
-// condition of /readyz.
+// Ready reports whether the instance should take traffic, within timeout:
+// the readiness condition of /readyz. Under on_error allow it always is
+// (the instance serves every request while the store is down); otherwise
+// the store must answer, or, for a Redis store under on_error local, the
+// local fallback decides.
 func (g *Gateway) Ready(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if fb := g.store.fallback; fb != nil {
-		// Ready under local and allow: the instance serves either way.
-		if !fb.Ready(ctx) {
-			return errStoreDown
-		}
-		return nil
-	}
-	var out [1]ratelimit.Decision
-	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+	return g.ready(ctx)
 }
 
-// probeStore checks that the store itself answers (for a Redis store behind
-// the fallback: Redis, not the fallback), within a second.
-func (g *Gateway) probeStore(r *http.Request) error {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	if g.store.ping != nil {
-		return g.store.ping(ctx)
+// ready is Ready within ctx.
+func (g *Gateway) ready(ctx context.Context) error {
+	if !g.store.status.Ready(ctx) {
+		return errStoreDown
 	}
-	var out [1]ratelimit.Decision
-	return g.store.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+	return nil
 }
 
-// errStoreDown is Ready's answer when the fallback says the store is down in deny mode.
-var errStoreDown = errors.New("gateway: store unavailable (on_error deny)")
+// errStoreDown is Ready's answer when the store does not answer and
+// on_error has nothing to decide in its place.
+var errStoreDown = errors.New("gateway: store unavailable")
 
 // readyPolicy is the policy of /readyz's probe, which reads and never writes.
 var readyPolicy = ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "readyz", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Second})
@@ -390,7 +369,7 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.transport.CloseIdleConnections()
-	g.logins.close()
+	g.logins.Close()
 	return g.store.release()
 }
 
@@ -401,12 +380,4 @@ func errorKind(err error) metrics.ErrorKind {
 		return metrics.ErrorKind(k)
 	}
 	return metrics.KindOther
-}
-
-// routeTagged puts the route id into the request context for the fallback
-// store's sluice_fallback_decisions_total{route}.
-func routeTagged(id string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(withRoute(r.Context(), id)))
-	})
 }

@@ -5,11 +5,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-gw/sluice/gateway/admin"
 )
 
 // overridePoll is how often an instance re-reads a shared overrides table,
@@ -17,28 +17,31 @@ import (
 // overridePoll plus one store round trip (SPEC §6: within 1 s).
 const overridePoll = 250 * time.Millisecond
 
-// sharedOverrides is a table of overrides that several instances share: the
-// Redis store's overrides hash. A nil sharedOverrides means the table lives
-// in this process only (memory store).
-type sharedOverrides interface {
-	SetOverride(ctx context.Context, field, value string) (int64, error)
-	DeleteOverride(ctx context.Context, field string) (existed bool, version int64, err error)
-	LoadOverrides(ctx context.Context, since int64) (version int64, table map[string]string, changed bool, err error)
+// sharedTable is a table of fields and values that several instances
+// share, versioned so that readers poll it cheaply: the Redis store's
+// SharedTable. A nil sharedTable means the overrides live in this process
+// only. It is an alias of the interface literal redis.Store.SharedTable
+// returns, so that tableStore matches that method.
+type sharedTable = interface {
+	Set(ctx context.Context, field, value string) (version int64, err error)
+	Delete(ctx context.Context, field string) (existed bool, version int64, err error)
+	Load(ctx context.Context, since int64) (version int64, table map[string]string, changed bool, err error)
 }
 
-// override is one per-key policy set through the admin API.
-type override struct {
-	Route  string   `json:"route"`
-	Key    []string `json:"key"`
-	Policy string   `json:"policy"`
+// tableStore is a store that can hold shared tables (the Redis store).
+type tableStore interface {
+	SharedTable(name string) sharedTable
 }
+
+// overridesTable is the name of the shared table of overrides.
+const overridesTable = "overrides"
 
 // overrides holds the admin API's per-key policies: a snapshot read on every
 // request without locks, kept in step with the shared table (if any) by a
 // poller. It belongs to the sharedStore, so it survives reloads like the
 // limit state does. It is safe for concurrent use.
 type overrides struct {
-	shared sharedOverrides // nil: this process only
+	shared sharedTable // nil: this process only
 	log    *slog.Logger
 
 	cur     atomic.Pointer[map[string]string] // field -> policy name; never modified once stored
@@ -54,7 +57,7 @@ type overrides struct {
 
 // newOverrides returns the table: following shared, or in process when
 // shared is nil. log nil discards the table's logs.
-func newOverrides(shared sharedOverrides, log *slog.Logger) *overrides {
+func newOverrides(shared sharedTable, log *slog.Logger) *overrides {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -67,86 +70,39 @@ func newOverrides(shared sharedOverrides, log *slog.Logger) *overrides {
 	return o
 }
 
-// overrideField encodes route and key parts as the table's field: each
-// length-prefixed, so different (route, parts) never share a field.
-func overrideField(route string, parts []string) string {
-	return string(appendOverrideField(nil, route, parts))
-}
-
-func appendOverrideField(b []byte, route string, parts []string) []byte {
-	b = strconv.AppendInt(b, int64(len(route)), 10)
-	b = append(b, ':')
-	b = append(b, route...)
-	for _, p := range parts {
-		b = strconv.AppendInt(b, int64(len(p)), 10)
-		b = append(b, ':')
-		b = append(b, p...)
-	}
-	return b
-}
-
-// parseOverrideField decodes a field; ok is false for a malformed one.
-func parseOverrideField(f string) (route string, parts []string, ok bool) {
-	var fields []string
-	for f != "" {
-		n, rest, found := cutLen(f)
-		if !found || n > len(rest) {
-			return "", nil, false
-		}
-		fields = append(fields, rest[:n])
-		f = rest[n:]
-	}
-	if len(fields) < 2 {
-		return "", nil, false
-	}
-	return fields[0], fields[1:], true
-}
-
-func cutLen(s string) (int, string, bool) {
-	num, rest, found := strings.Cut(s, ":")
-	if !found || num == "" || len(num) > 9 {
-		return 0, "", false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return 0, "", false
-	}
-	return n, rest, true
-}
-
-// lookup returns the policy name set for parts on route, or "". It never
+// Lookup returns the policy name set for parts on route, or "". It never
 // blocks: it reads the latest snapshot.
-func (o *overrides) lookup(route string, parts []string) string {
+func (o *overrides) Lookup(route string, parts []string) string {
 	o.ensureStarted()
 	m := *o.cur.Load()
 	if len(m) == 0 {
 		return ""
 	}
 	var buf [128]byte
-	return m[string(appendOverrideField(buf[:0], route, parts))]
+	return m[string(admin.AppendField(buf[:0], route, parts))]
 }
 
-// list returns every override, sorted by route then key.
-func (o *overrides) list() []override {
+// List returns every override, sorted by route then key.
+func (o *overrides) List() []admin.Override {
 	o.ensureStarted()
 	m := *o.cur.Load()
-	out := make([]override, 0, len(m))
+	out := make([]admin.Override, 0, len(m))
 	for _, f := range slices.Sorted(maps.Keys(m)) {
-		if route, parts, ok := parseOverrideField(f); ok {
-			out = append(out, override{Route: route, Key: parts, Policy: m[f]})
+		if route, parts, ok := admin.ParseField(f); ok {
+			out = append(out, admin.Override{Route: route, Key: parts, Policy: m[f]})
 		}
 	}
 	return out
 }
 
-// set makes policy the override for parts on route, in the shared table
+// Set makes policy the override for parts on route, in the shared table
 // first; this instance sees it at once.
-func (o *overrides) set(ctx context.Context, route string, parts []string, policy string) error {
-	f := overrideField(route, parts)
+func (o *overrides) Set(ctx context.Context, route string, parts []string, policy string) error {
+	f := admin.Field(route, parts)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.shared != nil {
-		if _, err := o.shared.SetOverride(ctx, f, policy); err != nil {
+		if _, err := o.shared.Set(ctx, f, policy); err != nil {
 			return err
 		}
 		return o.refreshLocked(ctx)
@@ -157,13 +113,13 @@ func (o *overrides) set(ctx context.Context, route string, parts []string, polic
 	return nil
 }
 
-// remove deletes the override for parts on route and reports whether there was one.
-func (o *overrides) remove(ctx context.Context, route string, parts []string) (bool, error) {
-	f := overrideField(route, parts)
+// Remove deletes the override for parts on route and reports whether there was one.
+func (o *overrides) Remove(ctx context.Context, route string, parts []string) (bool, error) {
+	f := admin.Field(route, parts)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.shared != nil {
-		existed, _, err := o.shared.DeleteOverride(ctx, f)
+		existed, _, err := o.shared.Delete(ctx, f)
 		if err != nil {
 			return false, err
 		}
@@ -187,7 +143,7 @@ func (o *overrides) refreshLocked(ctx context.Context) error {
 	if o.shared == nil {
 		return nil
 	}
-	v, table, changed, err := o.shared.LoadOverrides(ctx, o.version)
+	v, table, changed, err := o.shared.Load(ctx, o.version)
 	if err != nil {
 		if !o.failing {
 			o.log.Warn("overrides: cannot read the shared table; keeping the last one read", "error", err)
@@ -245,3 +201,5 @@ func (o *overrides) close() {
 		<-o.done
 	}
 }
+
+var _ admin.Overrides = (*overrides)(nil)

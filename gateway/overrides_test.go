@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluice-gw/sluice/gateway/admin"
 )
 
 // fakeShared is a shared overrides table in memory, as the Redis store
@@ -24,7 +26,7 @@ type fakeShared struct {
 
 var errDown = errors.New("store down")
 
-func (f *fakeShared) SetOverride(_ context.Context, field, value string) (int64, error) {
+func (f *fakeShared) Set(_ context.Context, field, value string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -35,7 +37,7 @@ func (f *fakeShared) SetOverride(_ context.Context, field, value string) (int64,
 	return f.version, nil
 }
 
-func (f *fakeShared) DeleteOverride(_ context.Context, field string) (bool, int64, error) {
+func (f *fakeShared) Delete(_ context.Context, field string) (bool, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -49,7 +51,7 @@ func (f *fakeShared) DeleteOverride(_ context.Context, field string) (bool, int6
 	return ok, f.version, nil
 }
 
-func (f *fakeShared) LoadOverrides(_ context.Context, since int64) (int64, map[string]string, bool, error) {
+func (f *fakeShared) Load(_ context.Context, since int64) (int64, map[string]string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loads++
@@ -64,76 +66,54 @@ func (f *fakeShared) LoadOverrides(_ context.Context, since int64) (int64, map[s
 
 func TestOverridesFollowSharedTable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &fakeShared{table: map[string]string{overrideField("api", []string{"old"}): "vip"}, version: 7}
+		shared := &fakeShared{table: map[string]string{admin.Field("api", []string{"old"}): "vip"}, version: 7}
 		a, b := newOverrides(shared, nil), newOverrides(shared, nil)
 		defer a.close()
 		defer b.close()
 		// The first lookup reads the table, so existing overrides apply at once.
-		if got := b.lookup("api", []string{"old"}); got != "vip" {
+		if got := b.Lookup("api", []string{"old"}); got != "vip" {
 			t.Fatalf("first lookup = %q, want vip", got)
 		}
-		if err := a.set(context.Background(), "api", []string{"u1"}, "vip"); err != nil {
+		if err := a.Set(context.Background(), "api", []string{"u1"}, "vip"); err != nil {
 			t.Fatal(err)
 		}
-		if got := a.lookup("api", []string{"u1"}); got != "vip" {
+		if got := a.Lookup("api", []string{"u1"}); got != "vip" {
 			t.Errorf("lookup on the instance that set it = %q, want vip at once", got)
 		}
-		if got := b.lookup("api", []string{"u1"}); got != "" {
+		if got := b.Lookup("api", []string{"u1"}); got != "" {
 			t.Errorf("other instance before its poll = %q, want nothing yet", got)
 		}
 		time.Sleep(overridePoll)
 		synctest.Wait()
-		if got := b.lookup("api", []string{"u1"}); got != "vip" {
+		if got := b.Lookup("api", []string{"u1"}); got != "vip" {
 			t.Errorf("other instance after one poll = %q, want vip", got)
 		}
 		// While the store is down the last table stays in force.
 		shared.mu.Lock()
 		shared.down = true
 		shared.mu.Unlock()
-		if err := a.set(context.Background(), "api", []string{"u2"}, "vip"); !errors.Is(err, errDown) {
+		if err := a.Set(context.Background(), "api", []string{"u2"}, "vip"); !errors.Is(err, errDown) {
 			t.Errorf("set with the store down = %v, want its error", err)
 		}
 		time.Sleep(3 * overridePoll)
 		synctest.Wait()
-		if got := b.lookup("api", []string{"u1"}); got != "vip" {
+		if got := b.Lookup("api", []string{"u1"}); got != "vip" {
 			t.Errorf("with the store down = %q, want the last table kept", got)
 		}
 		shared.mu.Lock()
 		shared.down = false
 		shared.mu.Unlock()
-		if existed, err := a.remove(context.Background(), "api", []string{"u1"}); !existed || err != nil {
+		if existed, err := a.Remove(context.Background(), "api", []string{"u1"}); !existed || err != nil {
 			t.Errorf("remove = %v, %v", existed, err)
 		}
 		time.Sleep(overridePoll)
 		synctest.Wait()
-		if got := b.lookup("api", []string{"u1"}); got != "" {
+		if got := b.Lookup("api", []string{"u1"}); got != "" {
 			t.Errorf("after removal and a poll = %q, want none", got)
 		}
-		want := []override{{Route: "api", Key: []string{"old"}, Policy: "vip"}}
-		if diff := cmp.Diff(want, b.list()); diff != "" {
+		want := []admin.Override{{Route: "api", Key: []string{"old"}, Policy: "vip"}}
+		if diff := cmp.Diff(want, b.List()); diff != "" {
 			t.Errorf("list (-want +got):\n%s", diff)
 		}
 	})
-}
-
-func TestOverrideFieldRoundTrip(t *testing.T) {
-	for _, tc := range []struct {
-		route string
-		parts []string
-	}{
-		{"api", []string{"u1"}},
-		{"a", []string{"", "x:y", "3:abc"}},
-		{"r", []string{"{\x00}", "ü"}},
-	} {
-		f := overrideField(tc.route, tc.parts)
-		route, parts, ok := parseOverrideField(f)
-		if !ok || route != tc.route || !cmp.Equal(parts, tc.parts) {
-			t.Errorf("parse(%q) = %q, %q, %v; want %q, %q", f, route, parts, ok, tc.route, tc.parts)
-		}
-	}
-	for _, bad := range []string{"", "3:api", "x:y", "9:ab", "3:api2:u"} {
-		if _, _, ok := parseOverrideField(bad); ok {
-			t.Errorf("parse(%q) ok, want malformed", bad)
-		}
-	}
 }

@@ -3,12 +3,12 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"sync"
 	"time"
 
@@ -19,21 +19,45 @@ import (
 // statusClientClosed is recorded when the client leaves before the upstream answers.
 const statusClientClosed = 499
 
-// errUpstreamTimeout is the cancellation cause when a route's timeout passes
-// before the upstream's response headers arrive.
-var errUpstreamTimeout = errors.New("gateway: upstream timeout")
+// proxyError is a failure of a proxied request together with the status
+// it is answered with, in the manner of caddy's HandlerError: the upstream
+// round trip and the request body's reader return one, and the proxy's
+// ErrorHandler renders it, the one place a proxy failure gets its answer.
+type proxyError struct {
+	Status int    // the answer's status
+	Detail string // the problem's detail, for the client
+	Log    string // the log message; a 5xx is logged at warn, anything else at debug
+	Err    error  // the cause, for the log; may be nil
+}
 
-// upstreamTimerKey is the context key of the *time.Timer that enforces a
-// route's timeout; ModifyResponse stops it when the response headers arrive.
-type upstreamTimerKey struct{}
+func (e *proxyError) Error() string {
+	if e.Err == nil {
+		return e.Log
+	}
+	return e.Log + ": " + e.Err.Error()
+}
+
+func (e *proxyError) Unwrap() error { return e.Err }
+
+// errUpstreamTimeout answers a request whose route's timeout passed before
+// the upstream's response headers arrived.
+var errUpstreamTimeout = &proxyError{Status: http.StatusGatewayTimeout,
+	Detail: "The upstream did not answer in time.", Log: "upstream request failed", Err: errors.New("gateway: upstream timeout")}
+
+// upstreamFailed returns the error a failed round trip is answered with:
+// 504 for a transport timeout, 502 otherwise.
+func upstreamFailed(err error) *proxyError {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return &proxyError{Status: http.StatusGatewayTimeout, Detail: errUpstreamTimeout.Detail, Log: errUpstreamTimeout.Log, Err: err}
+	}
+	return &proxyError{Status: http.StatusBadGateway, Detail: "The upstream could not be reached.", Log: "upstream request failed", Err: err}
+}
 
 // proxyHandler forwards requests to one route's upstream. It is safe for
 // concurrent use.
 type proxyHandler struct {
-	route   string
-	timeout time.Duration // 0 = none
-	proxy   *httputil.ReverseProxy
-	metrics *metrics.Metrics
+	proxy httputil.ReverseProxy
+	trip  *upstreamTrip
 }
 
 // proxyConfig is what a proxy route needs from the configuration.
@@ -50,8 +74,8 @@ type proxyConfig struct {
 
 // newProxyHandler builds the reverse proxy for one route on a shared transport.
 func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metrics, log *slog.Logger) *proxyHandler {
-	h := &proxyHandler{route: c.route, timeout: c.timeout, metrics: m}
-	h.proxy = &httputil.ReverseProxy{
+	h := &proxyHandler{trip: &upstreamTrip{next: transport, route: c.route, timeout: c.timeout, metrics: m}}
+	h.proxy = httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			if c.stripPrefix > 0 {
 				stripped := stripSegments(pr.Out.URL.EscapedPath(), c.stripPrefix)
@@ -75,7 +99,7 @@ func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metr
 			pr.SetXForwarded()
 			setClientAddress(pr, c.ip)
 		},
-		Transport: transport,
+		Transport: h.trip,
 		// Zero: ReverseProxy already flushes every write of a streaming
 		// response (no Content-Length, or text/event-stream), so chunks reach
 		// the client as they come; a body of known length is copied without
@@ -84,105 +108,157 @@ func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metr
 		FlushInterval: 0,
 		// Reuse the 32 KiB copy buffers instead of allocating one per response.
 		BufferPool: newBufferPool(),
-		ModifyResponse: func(resp *http.Response) error {
-			if t, ok := resp.Request.Context().Value(upstreamTimerKey{}).(*time.Timer); ok && !t.Stop() {
-				return errUpstreamTimeout // the deadline fired as the headers arrived
-			}
-			h.observe(resp.Request.Context())
-			return nil
-		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			h.observe(r.Context())
-			if context.Cause(r.Context()) == context.Canceled {
+			pe, ok := errors.AsType[*proxyError](err)
+			if !ok && context.Cause(r.Context()) == context.Canceled {
 				// The client went away: nobody reads an answer. 499 (nginx's
 				// convention) only shows in metrics and logs.
 				w.WriteHeader(statusClientClosed)
 				return
 			}
-			if berr := requestBodyError(r.Context()); berr != nil {
-				if errors.Is(berr, os.ErrDeadlineExceeded) && context.Cause(r.Context()) == errUpstreamTimeout {
-					// The route's timeout passed while the client was still
-					// sending its body, and ServeHTTP ended the read.
-					log.Debug("request body too slow", "route", c.route, "status", http.StatusRequestTimeout)
-					httplimit.WriteProblem(w, http.StatusRequestTimeout, "The request body did not arrive within the route's timeout.")
-					return
-				}
-				// The client's body broke off or was malformed while being
-				// streamed (the transport aborted the upstream request): the
-				// client's fault, not the upstream's. Debug, not Warn: any
-				// client can make this happen as often as it likes.
-				log.Debug("request body unreadable", "route", c.route, "status", http.StatusBadRequest, "error", berr)
-				httplimit.WriteProblem(w, http.StatusBadRequest, "The request body could not be read.")
-				return
+			if !ok {
+				pe = upstreamFailed(err)
 			}
-			status := http.StatusBadGateway
-			detail := "The upstream could not be reached."
-			if isTimeout(r.Context(), err) {
-				status, detail = http.StatusGatewayTimeout, "The upstream did not answer in time."
+			level := slog.LevelDebug
+			if pe.Status >= 500 {
+				level = slog.LevelWarn
 			}
-			log.Warn("upstream request failed", "route", c.route, "status", status, "error", err)
-			httplimit.WriteProblem(w, status, detail)
+			// A body error is Debug, not Warn: any client can make it
+			// happen as often as it likes.
+			log.Log(r.Context(), level, pe.Log, "route", c.route, "status", pe.Status, "error", pe.Err)
+			httplimit.WriteProblem(w, pe.Status, pe.Detail)
 		},
 	}
 	return h
 }
 
-// upstreamStartKey carries the time the upstream call started.
-type upstreamStartKey struct{}
-
-// ServeHTTP forwards r, bounding the wait for the upstream's response headers
-// by the route's timeout. The body then streams without that bound. A
-// request body that cannot be read while it is forwarded is answered 400,
-// and one still arriving when the timeout passes 408.
+// ServeHTTP forwards r. A request body that cannot be read while it is
+// forwarded is answered 400, and one still arriving when the route's
+// timeout passes 408 (see upstreamTrip).
 func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx := context.WithValue(r.Context(), upstreamStartKey{}, time.Now())
-	var body *bodyReader
-	if r.Body != nil && r.Body != http.NoBody {
-		body = &bodyReader{ReadCloser: r.Body}
-		ctx = context.WithValue(ctx, bodyReaderKey{}, body)
-		defer body.release() // after the timer's Stop below: deferred first, runs last
+	if r.Body == nil || r.Body == http.NoBody {
+		h.proxy.ServeHTTP(w, r)
+		return
 	}
-	if h.timeout > 0 {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		// Cancelling the upstream request is not enough while the client is
-		// still sending its body: the transport returns only once its write
-		// of the body ends, and that write waits on the client, so a client
-		// that stops sending would hold this request and an upstream
-		// connection for as long as it likes. Ending the read on the client's
-		// connection ends the write (bodyReader.endRead).
-		t := time.AfterFunc(h.timeout, func() {
+	body := newBodyReader(r.Body, w)
+	defer body.release()
+	r = r.WithContext(r.Context()) // a shallow copy: the caller's r keeps its Body
+	r.Body = body
+	// ReverseProxy hands the transport the body wrapped in a type of its
+	// own, so this request's round trip is told its bodyReader directly.
+	rp := h.proxy
+	rp.Transport = bodyTrip{u: h.trip, body: body}
+	rp.ServeHTTP(w, r)
+}
+
+// bodyTrip is the round trip of one request with a body.
+type bodyTrip struct {
+	u    *upstreamTrip
+	body *bodyReader
+}
+
+// RoundTrip implements [http.RoundTripper].
+func (b bodyTrip) RoundTrip(req *http.Request) (*http.Response, error) {
+	return b.u.roundTrip(req, b.body)
+}
+
+// upstreamTrip is one route's round trip to its upstream: it records
+// sluice_upstream_duration_seconds, bounds the wait for the response headers
+// by the route's timeout (the body then streams without that bound), and
+// returns each failure as a *proxyError carrying its status.
+type upstreamTrip struct {
+	next    http.RoundTripper
+	route   string
+	timeout time.Duration // 0 = none
+	metrics *metrics.Metrics
+}
+
+// RoundTrip implements [http.RoundTripper] for a request without a body.
+func (u *upstreamTrip) RoundTrip(req *http.Request) (*http.Response, error) {
+	return u.roundTrip(req, nil)
+}
+
+// roundTrip forwards req, whose body (if any) is body.
+func (u *upstreamTrip) roundTrip(req *http.Request, body *bodyReader) (*http.Response, error) {
+	start := time.Now()
+	defer func() { u.metrics.UpstreamDuration(u.route, time.Since(start)) }()
+	if u.timeout <= 0 {
+		resp, err := u.next.RoundTrip(req)
+		if err != nil {
+			return nil, u.failed(req, err, nil, body)
+		}
+		return resp, nil
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	// Cancelling the upstream request is not enough while the client is
+	// still sending its body: the transport returns only once its write of
+	// the body ends, and that write waits on the client, so a client that
+	// stops sending would hold this request and an upstream connection for
+	// as long as it likes. Ending the read on the client's connection ends
+	// the write (bodyReader.endRead).
+	t := time.AfterFunc(u.timeout, func() {
+		if body == nil || !body.endRead(func() { cancel(errBodyTimeout) }) {
 			cancel(errUpstreamTimeout)
-			if body != nil {
-				body.endRead(w)
-			}
-		})
-		defer t.Stop()
-		ctx = context.WithValue(ctx, upstreamTimerKey{}, t)
+		}
+	})
+	resp, err := u.next.RoundTrip(req.WithContext(ctx))
+	if !t.Stop() { // the deadline fired, perhaps as the headers arrived
+		<-ctx.Done() // the timer's cancel, or the client's, came first
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, u.failed(req, err, context.Cause(ctx), body)
 	}
-	r = r.WithContext(ctx) // a shallow copy: the caller's r keeps its Body
+	if err != nil {
+		cancel(nil)
+		return nil, u.failed(req, err, nil, body)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgraded connection outlives the round trip: its context ends
+		// with the client's request.
+		return resp, nil
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// failed returns the error a failed round trip of req is answered with:
+// the client's slow body when the timer ended its read (which also ends
+// the client's request context); else, when the client went away, its
+// context's error (no *proxyError: nobody reads the answer); else the
+// request body's failure (the client's fault); else the route's timeout
+// (timeout, the cause the timer cancelled with, or nil); else the
+// transport's error as 502 or 504.
+func (u *upstreamTrip) failed(req *http.Request, err, timeout error, body *bodyReader) error {
+	if timeout == errBodyTimeout {
+		return errBodyTimeout
+	}
+	if cerr := req.Context().Err(); cerr != nil {
+		return cerr
+	}
 	if body != nil {
-		r.Body = body
+		// The transport may report the connection it closed rather than
+		// the body's error that made it close it.
+		if berr := body.failure(); berr != nil {
+			return berr
+		}
 	}
-	h.proxy.ServeHTTP(w, r)
+	if timeout != nil {
+		return timeout
+	}
+	return upstreamFailed(err)
 }
 
-// observe records the upstream duration once per request.
-func (h *proxyHandler) observe(ctx context.Context) {
-	if start, ok := ctx.Value(upstreamStartKey{}).(time.Time); ok {
-		h.metrics.UpstreamDuration(h.route, time.Since(start))
-	}
+// cancelOnClose ends the round trip's context when the response body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
 }
 
-// isTimeout reports whether the upstream call failed because the route's
-// timeout passed (or a transport timeout fired).
-func isTimeout(ctx context.Context, err error) bool {
-	if errors.Is(err, errUpstreamTimeout) || context.Cause(ctx) == errUpstreamTimeout {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel(nil)
+	return err
 }
 
 // newTransport returns the transport shared by every proxy route of one

@@ -20,7 +20,7 @@ import (
 // store.on_error fallback (SPEC §5): a circuit breaker, and in local mode an
 // in-memory store of this instance's own. It dials nothing: the Redis store
 // connects on first use.
-func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
+func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	rc := cfg.Store.Redis
 	opts := redis.Options{
 		Mode:       redis.Mode(rc.Mode),
@@ -70,10 +70,6 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
 		},
-		OnFallback: func(ctx context.Context, mode fallback.Mode) {
-			m.FallbackDecision(routeOf(ctx), string(mode))
-			noteFallback(ctx, string(mode))
-		},
 		OnStateChange: func(active bool) {
 			logFallback(log, cfg, active, lastErr.Load())
 		},
@@ -83,7 +79,8 @@ func openRedis(cfg *config.Config, spec string, clock ratelimit.Clock, m *metric
 		closers.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &sharedStore{Store: fb, fallback: fb, closer: closers, spec: spec, refs: 1, overrides: newOverrides(rs, log), ping: rs.Ping}, nil
+	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: rs.Ping, breaker: true},
+		closer: closers, section: section, refs: 1, overrides: newOverrides(rs.SharedTable(overridesTable), log)}, nil
 }
 
 // logFallback says when decisions leave Redis (the breaker opened) and
@@ -114,17 +111,5 @@ func (c closeAll) Close() error {
 	return errors.Join(errs...)
 }
 
-// routeKey is the context key under which a request carries its route id,
-// for the fallback's per-route metric.
-type routeKey struct{}
-
-// withRoute returns ctx carrying route id.
-func withRoute(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, routeKey{}, id)
-}
-
-// routeOf returns the route id ctx carries, or "".
-func routeOf(ctx context.Context) string {
-	id, _ := ctx.Value(routeKey{}).(string)
-	return id
-}
+// The Redis store holds the shared overrides table, also when injected.
+var _ tableStore = (*redis.Store)(nil)

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/sluice-gw/sluice/config"
@@ -13,21 +15,39 @@ import (
 	"github.com/sluice-gw/sluice/store/fallback"
 )
 
-// sharedStore is a store that successive gateways may share across reloads.
-// The last gateway to release it closes it.
+// storeStatus is what the gateway reads about its store besides its
+// decisions. The store wiring (this file and redis.go) implements it; the
+// rest of the gateway never asks which kind of store it holds.
+type storeStatus interface {
+	// Ready reports whether the instance should take traffic (/readyz),
+	// as store.on_error has it.
+	Ready(ctx context.Context) bool
+	// Probe checks that the store itself answers (Redis, not its fallback).
+	Probe(ctx context.Context) error
+	// Engaged reports whether requests are being decided without the
+	// store: sluice_fallback_active.
+	Engaged() bool
+	// Breaker returns the state of the store's circuit breaker: "closed",
+	// "open", or "none" for a store without one.
+	Breaker() string
+}
+
+// sharedStore is the gateway's one store handle: the store that decides,
+// with store.on_error applied (a fallback.Store around any primary), and
+// its status. Successive gateways may share it across reloads; the last
+// gateway to release it closes it.
 type sharedStore struct {
 	ratelimit.Store
-	closer io.Closer // nil when the store was injected (Deps.Store)
-	// fallback is the on_error wrapper of a Redis store; nil for memory.
-	fallback *fallback.Store
-	spec     string // the store section it was built from
+	status storeStatus
+	fb     *fallback.Store // the Store, for its per-route views
+	closer io.Closer       // nil when the store was injected (Deps.Store)
+	// section is the store section it was built from (see sameStore).
+	section config.Store
 	// overrides are the admin API's per-key policies, kept with the store
 	// so that they survive reloads as the limit state does.
 	overrides *overrides
-	// ping checks the store itself (Redis, behind the fallback); nil for memory.
-	ping func(context.Context) error
-	mu   sync.Mutex
-	refs int
+	mu        sync.Mutex
+	refs      int
 }
 
 // acquire adds a user; it fails once the store has been closed.
@@ -56,35 +76,122 @@ func (s *sharedStore) release() error {
 	return nil
 }
 
+// forRoute returns the store as a route decides on it: each of its
+// decisions made without the primary is reported to onFallback.
+func (s *sharedStore) forRoute(onFallback func(context.Context, fallback.Mode)) ratelimit.Store {
+	return s.fb.Observed(onFallback)
+}
+
 // openStore returns the store for cfg: the injected one, the previous
 // gateway's when the store section is unchanged, or a new one.
 func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	if deps.Store != nil {
-		// An injected store that can hold a shared overrides table (a
-		// Redis store) shares overrides too.
-		shared, _ := deps.Store.(sharedOverrides)
-		return &sharedStore{Store: deps.Store, refs: 1, overrides: newOverrides(shared, log)}, nil
+		// An injected store that can hold a shared table (a Redis store)
+		// shares overrides too.
+		var shared sharedTable
+		if ts, ok := deps.Store.(tableStore); ok {
+			shared = ts.SharedTable(overridesTable)
+		}
+		s, err := openInProcess(deps.Store, cfg, m, log)
+		if err != nil {
+			return nil, err
+		}
+		s.overrides = newOverrides(shared, log)
+		return s, nil
 	}
-	// Two configs can share a store when they would build the same one. A
-	// memory store depends only on store.memory; a Redis store (with its
-	// local fallback) on all of the store section.
-	spec := fmt.Sprintf("%#v", cfg.Store)
-	if cfg.Store.Type == config.StoreMemory || cfg.Store.Type == "" {
-		spec = fmt.Sprintf("%s %#v", config.StoreMemory, cfg.Store.Memory)
-	}
-	if p := deps.Previous; p != nil && p.store.closer != nil && p.store.spec == spec && p.store.acquire() {
+	if p := deps.Previous; p != nil && p.store.closer != nil && sameStore(&p.store.section, &cfg.Store) && p.store.acquire() {
 		return p.store, nil
 	}
+	section := cfg.Store
+	section.Redis.Addrs = slices.Clone(section.Redis.Addrs)
 	switch cfg.Store.Type {
 	case config.StoreMemory, "":
-		s, err := openMemory(memoryStoreName, cfg, deps.Clock, m, log)
+		ms, err := openMemory(memoryStoreName, cfg, deps.Clock, m, log)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: memory store: %w", err)
 		}
-		return &sharedStore{Store: s.Store, closer: s, spec: spec, refs: 1, overrides: newOverrides(nil, log)}, nil
+		s, err := openInProcess(ms.Store, cfg, m, log)
+		if err != nil {
+			ms.Close()
+			return nil, err
+		}
+		s.closer, s.section, s.overrides = ms, section, newOverrides(nil, log)
+		return s, nil
 	case config.StoreRedis:
-		return openRedis(cfg, spec, deps.Clock, m, log)
+		return openRedis(cfg, section, deps.Clock, m, log)
 	default:
 		return nil, fmt.Errorf("gateway: unknown store type %q", cfg.Store.Type)
 	}
+}
+
+// sameStore reports whether configurations with the store sections a and b
+// build the same store, so that a reload can keep it and every key's
+// budget. A memory store depends only on store.memory; a Redis store (with
+// its local fallback) on all of the section.
+func sameStore(a, b *config.Store) bool {
+	memory := func(s *config.Store) bool { return s.Type == config.StoreMemory || s.Type == "" }
+	if memory(a) || memory(b) {
+		return memory(a) && memory(b) && a.Memory == b.Memory
+	}
+	ra, rb := &a.Redis, &b.Redis
+	return a.Type == b.Type && a.Prefix == b.Prefix && a.Timeout == b.Timeout && a.OnError == b.OnError &&
+		a.Memory == b.Memory &&
+		ra.Mode == rb.Mode && slices.Equal(ra.Addrs, rb.Addrs) && ra.MasterName == rb.MasterName &&
+		ra.Username == rb.Username && ra.Password == rb.Password &&
+		ra.SentinelUsername == rb.SentinelUsername && ra.SentinelPassword == rb.SentinelPassword &&
+		ra.DB == rb.DB && ra.TLS == rb.TLS
+}
+
+// openInProcess puts an in-process store (memory, or one injected for
+// tests) behind store/fallback, which applies store.on_error to its
+// failures as it does to Redis's: allow admits uncounted, deny answers 503,
+// and local, having no store more local, answers 503 too.
+func openInProcess(primary ratelimit.Store, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
+	mode := fallback.Mode(cfg.Store.OnError)
+	probe := func(ctx context.Context) error {
+		var out [1]ratelimit.Decision
+		return primary.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])
+	}
+	fb, err := fallback.New(fallback.Options{
+		Primary:   primary,
+		Mode:      mode,
+		InProcess: true,
+		Classify: func(err error) (string, bool) {
+			// No breaker opening announces an in-process store's
+			// failures: each is logged.
+			log.Warn("store failed", "on_error", cmp.Or(mode, fallback.Local), "error", err)
+			return string(errorKind(err)), true
+		},
+		Ping: probe,
+		OnStoreError: func(_ context.Context, kind string) {
+			m.StoreError(metrics.ErrorKind(kind))
+		},
+		OnEngagedChange: m.SetFallbackActive,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: probe}, refs: 1}, nil
+}
+
+// fallbackStatus is the status of a store behind store/fallback.
+type fallbackStatus struct {
+	fb    *fallback.Store
+	probe func(context.Context) error
+	// breaker is whether fb calls a remote primary through its breaker.
+	breaker bool
+}
+
+func (s fallbackStatus) Ready(ctx context.Context) bool  { return s.fb.Ready(ctx) }
+func (s fallbackStatus) Probe(ctx context.Context) error { return s.probe(ctx) }
+func (s fallbackStatus) Engaged() bool                   { return s.fb.Engaged() }
+
+func (s fallbackStatus) Breaker() string {
+	switch {
+	case !s.breaker:
+		return "none"
+	case s.fb.Active():
+		return "open"
+	}
+	return "closed"
 }

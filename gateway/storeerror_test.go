@@ -65,3 +65,56 @@ func TestStoreDown(t *testing.T) {
 		})
 	}
 }
+
+// TestInProcessStoreDownLocal: on_error local over a store that has no
+// store more local (an injected or memory store) answers 503 without
+// counting a fallback decision, is not ready, and counts every failure: an
+// in-process store has no breaker to stop asking it.
+func TestInProcessStoreDownLocal(t *testing.T) {
+	cfg := testConfig(limitedRoute("hello", "/hello", "hi\n"))
+	cfg.Store.OnError = config.OnErrorLocal
+	g, err := New(cfg, Deps{Store: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base, admin := startServer(t, g)
+	for i := range 8 {
+		if code, body, h := get(t, base+"/hello"); code != 503 || h.Get("Retry-After") != "1" {
+			t.Fatalf("request %d with the store down, on_error local = %d %s (Retry-After %q), want 503 with Retry-After 1", i+1, code, body, h.Get("Retry-After"))
+		}
+	}
+	if code, _, _ := get(t, admin+"/readyz"); code != 503 {
+		t.Errorf("/readyz with the store down, on_error local = %d, want 503", code)
+	}
+	_, metrics, _ := get(t, admin+"/metrics")
+	if !strings.Contains(metrics, `sluice_store_errors_total{kind="connection"} 8`) {
+		t.Errorf("/metrics lacks 8 connection errors")
+	}
+	if strings.Contains(metrics, `sluice_fallback_decisions_total{`) {
+		t.Errorf("/metrics counts a fallback decision; on_error local with no local store decides nothing")
+	}
+}
+
+// TestFallbackCountedPerRoute: each route's decisions made without the
+// store are counted under its own id, the route being named to the store's
+// hook when the route is built.
+func TestFallbackCountedPerRoute(t *testing.T) {
+	cfg := testConfig(limitedRoute("a", "/a", "a\n"), limitedRoute("b", "/b", "b\n"))
+	cfg.Store.OnError = config.OnErrorAllow
+	g, err := New(cfg, Deps{Store: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base, admin := startServer(t, g)
+	for _, path := range []string{"/a", "/a", "/b"} {
+		if code, body, _ := get(t, base+path); code != 200 {
+			t.Fatalf("GET %s with the store down, on_error allow = %d %s, want 200", path, code, body)
+		}
+	}
+	_, metrics, _ := get(t, admin+"/metrics")
+	for _, want := range []string{`sluice_fallback_decisions_total{mode="allow",route="a"} 2`, `sluice_fallback_decisions_total{mode="allow",route="b"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 
 // BenchmarkEvaluate measures one decision over 10k keys, under RunParallel,
 // with a memory store as primary: "primary" is that store alone, "allow" the
-// Store with nothing to record, "local" the Store recording each admission on
+// Store with nothing to record, "inprocess" the route's view of a Store
+// marked InProcess (how the gateway holds a memory store), "local" the Store recording each admission on
 // the local store (the price of adding no budget on a switch), "open" the
 // fallback decision with the breaker open.
 func BenchmarkEvaluate(b *testing.B) {
@@ -26,6 +27,9 @@ func BenchmarkEvaluate(b *testing.B) {
 	}{
 		{"primary", func() ratelimit.Store { return newMemory(b, nil) }},
 		{"allow", func() ratelimit.Store { return mustNew(b, Options{Primary: newMemory(b, nil), Mode: Allow}) }},
+		{"inprocess", func() ratelimit.Store {
+			return mustNew(b, Options{Primary: newMemory(b, nil), InProcess: true}).Observed(func(context.Context, Mode) {})
+		}},
 		{"local", func() ratelimit.Store {
 			return mustNew(b, Options{Primary: newMemory(b, nil), Local: newMemory(b, nil)})
 		}},

@@ -31,6 +31,14 @@
 // primary is called, and the caller's own context ending (the client went
 // away), which returns ctx.Err(). Neither counts for or against the breaker.
 //
+// # In-process primaries
+//
+// A primary marked Options.InProcess (the memory store, or a store a test
+// injects) answers or fails at once: each call goes straight to it, with no
+// breaker and no timeout, and each failure is decided by the mode as above.
+// So store.on_error means the same whatever the store, and has this one
+// home.
+//
 // # Modes
 //
 //   - [Local]: the request is decided by the Local store (in process) with

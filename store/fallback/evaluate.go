@@ -16,19 +16,53 @@ import (
 // [ErrUnavailable]; and an error Options.Classify does not count as a store
 // failure, unchanged. A store failure is never returned in the other modes.
 func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	return s.evaluate(ctx, reqs, out, nil)
+}
+
+// Observed returns a view of s whose Evaluate also reports each of its
+// decisions made without the primary to onFallback, besides
+// Options.OnFallback: the caller names, for example, the route it decides
+// for, without putting it in the context. The view shares all of s's state.
+func (s *Store) Observed(onFallback func(ctx context.Context, mode Mode)) ratelimit.Store {
+	return observed{s: s, hook: onFallback}
+}
+
+// observed is the view Observed returns.
+type observed struct {
+	s    *Store
+	hook func(context.Context, Mode)
+}
+
+func (o observed) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	return o.s.evaluate(ctx, reqs, out, o.hook)
+}
+
+func (o observed) Peek(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	return o.s.Peek(ctx, reqs, out)
+}
+
+func (o observed) Reset(ctx context.Context, reqs []ratelimit.Request) error {
+	return o.s.Reset(ctx, reqs)
+}
+
+// evaluate is Evaluate, reporting fallback decisions to hook too.
+func (s *Store) evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision, hook func(context.Context, Mode)) (bool, error) {
 	if err := ratelimit.CheckRequests(reqs, out); err != nil {
 		return false, err
 	}
 	if len(reqs) == 0 {
 		return true, nil
 	}
+	if s.inProcess {
+		return s.evaluateInProcess(ctx, reqs, out, hook)
+	}
 	done, err := s.cb.Allow()
 	s.notify()
 	if err != nil { // open, or half-open with the probe in flight
-		return s.fallback(ctx, reqs, out, nil)
+		return s.fallback(ctx, reqs, out, nil, hook)
 	}
 	if s.debts != nil && s.debts.owes(reqs) {
-		return s.evaluateOwing(ctx, done, reqs, out)
+		return s.evaluateOwing(ctx, done, reqs, out, hook)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	start := monoNow()
@@ -39,7 +73,7 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	case pass != nil:
 		return false, pass
 	case fail:
-		return s.fallback(ctx, reqs, out, err)
+		return s.fallback(ctx, reqs, out, err, hook)
 	}
 	if admitted && s.local != nil {
 		s.record(ctx, reqs, out)
@@ -47,9 +81,29 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	return admitted, nil
 }
 
+// evaluateInProcess decides reqs on an in-process primary, by the mode when
+// it fails.
+func (s *Store) evaluateInProcess(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision, hook func(context.Context, Mode)) (bool, error) {
+	admitted, err := s.primary.Evaluate(ctx, reqs, out)
+	if err == nil {
+		return admitted, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	kind, failure := s.classify(err)
+	if !failure {
+		return false, err
+	}
+	if s.onError != nil {
+		s.onError(ctx, kind)
+	}
+	return s.fallback(ctx, reqs, out, err, hook)
+}
+
 // evaluateOwing decides a request that touches a key the fallback admitted
 // requests for: local first, then, if the Local store admits, the primary.
-func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []ratelimit.Request, out []ratelimit.Decision, hook func(context.Context, Mode)) (bool, error) {
 	admitted, err := s.local.Evaluate(ctx, reqs, out)
 	if err != nil || !admitted {
 		done(errExcluded) // the primary was not asked
@@ -59,7 +113,7 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		}
 		// A denial by the Local store alone is a decision made without the
 		// primary: it counts as a fallback decision (SPEC §5).
-		s.fellBack(ctx)
+		s.fellBack(ctx, hook)
 		return false, nil
 	}
 	s.debts.charge(reqs, out)
@@ -76,7 +130,7 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		return false, pass
 	case fail:
 		// The local decision, already made and charged, stands.
-		s.fellBack(ctx)
+		s.fellBack(ctx, hook)
 		copy(out, sc.out)
 		return true, nil
 	}
@@ -85,8 +139,12 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 
 // fallback decides reqs without the primary, by the Store's mode. cause is
 // the primary's error, nil when the breaker did not let the call through.
-func (s *Store) fallback(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision, cause error) (bool, error) {
-	s.fellBack(ctx)
+func (s *Store) fallback(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision, cause error, hook func(context.Context, Mode)) (bool, error) {
+	if s.mode == Local && s.local == nil {
+		// An in-process primary in Local mode: there is nothing more local.
+		return false, fmt.Errorf("fallback store: %w: %s", ErrUnavailable, cause.Error())
+	}
+	s.fellBack(ctx, hook)
 	switch s.mode {
 	case Allow:
 		for i := range reqs {
@@ -141,6 +199,9 @@ func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []rateli
 	if len(reqs) == 0 {
 		return nil
 	}
+	if s.inProcess {
+		return s.primary.Peek(ctx, reqs, out)
+	}
 	done, err := s.cb.Allow()
 	s.notify()
 	var cause error
@@ -176,6 +237,9 @@ func (s *Store) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 			return fmt.Errorf("fallback store: local: %w", err)
 		}
 		s.debts.forgive(reqs)
+	}
+	if s.inProcess {
+		return s.primary.Reset(ctx, reqs)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

@@ -37,6 +37,7 @@ func TestNewValidates(t *testing.T) {
 		{"no primary", Options{Local: l}, []string{"primary store is required"}},
 		{"local without local", Options{Primary: p, Mode: Local}, []string{"needs a local store"}},
 		{"default mode without local", Options{Primary: p}, []string{"needs a local store"}},
+		{"in-process local without local", Options{Primary: p, InProcess: true}, nil},
 		{"unknown mode", Options{Primary: p, Mode: "open"}, []string{`unknown mode "open"`}},
 		{"everything wrong", Options{
 			Mode: "x", Timeout: -1, OpenTimeout: 2 * time.Second, ConsecutiveFailures: -1, MaxDebtKeys: -1,

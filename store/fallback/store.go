@@ -102,6 +102,15 @@ type Options struct {
 	// Hold is how long Engaged stays true after the last request decided
 	// without the primary; zero means DefaultHold.
 	Hold time.Duration
+
+	// InProcess marks a primary that answers or fails at once, with no
+	// remote call to bound or to stop making (the memory store, or a store
+	// a test injects). Each call then goes straight to the primary: no
+	// circuit breaker (Active is always false) and no Timeout; each failure
+	// is decided by Mode all the same. In Local mode such a primary needs
+	// no Local store, being local already: its failure is then returned as
+	// an error wrapping [ErrUnavailable], and is not a fallback decision.
+	InProcess bool
 }
 
 // Store is a [ratelimit.Store] that decides on Options.Primary and, while it
@@ -116,6 +125,7 @@ type Store struct {
 	onError   func(context.Context, string)
 	onFall    func(context.Context, Mode)
 	onState   func(bool)
+	inProcess bool
 	cb        *gobreaker.TwoStepCircuitBreaker[struct{}]
 	debts     *debts // nil unless mode == Local
 	eng       *engagement
@@ -155,12 +165,14 @@ func New(opts Options) (*Store, error) {
 		onError:  opts.OnStoreError,
 		onFall:   opts.OnFallback,
 		onState:  opts.OnStateChange,
+
+		inProcess: opts.InProcess,
 	}
 	if s.classify == nil {
 		s.classify = defaultClassify
 	}
 	s.eng = newEngagement(cmp.Or(opts.Hold, DefaultHold), s.active.Load, opts.OnEngagedChange)
-	if s.mode == Local {
+	if s.mode == Local && opts.Local != nil {
 		s.local = opts.Local
 		s.debts = newDebts(opts.Clock, cmp.Or(opts.MaxDebtKeys, DefaultMaxDebtKeys))
 	}
@@ -188,7 +200,7 @@ func validate(opts Options) error {
 	}
 	switch opts.Mode {
 	case Local:
-		if opts.Local == nil {
+		if opts.Local == nil && !opts.InProcess {
 			bad("mode local needs a local store")
 		}
 	case Allow, Deny:
@@ -249,25 +261,31 @@ func (s *Store) Engaged() bool {
 	return s.eng.engaged()
 }
 
-// fellBack counts a request decided without the primary.
-func (s *Store) fellBack(ctx context.Context) {
+// fellBack counts a request decided without the primary, reporting it to
+// OnFallback and to hook (the caller's, see [Store.Observed]) if not nil.
+func (s *Store) fellBack(ctx context.Context, hook func(context.Context, Mode)) {
 	s.eng.fellBack()
 	if s.onFall != nil {
 		s.onFall(ctx, s.mode)
 	}
+	if hook != nil {
+		hook(ctx, s.mode)
+	}
 }
 
 // Ready reports whether the instance should receive traffic (/readyz). In
-// Local and Allow modes it is always true: the instance serves whether or
-// not the store works. In Deny mode it is false while the store is
-// unavailable: with Options.Ping set, Ready pings the primary through the
+// Allow mode, and in Local mode with a Local store, it is always true: the
+// instance serves whether or not the store works. In Deny mode (and Local
+// mode without a Local store) it is false while the store is unavailable.
+// For an in-process primary that means Ping fails (true when Ping is nil);
+// otherwise, with Options.Ping set, Ready pings the primary through the
 // breaker (so it is false while the breaker is open, and an instance that
 // receives no traffic still probes the store and recovers); without Ping, it
 // is false while the breaker is not closed. In the other modes Ready also
 // pings, if Ping is set and the breaker is not closed, only to speed up
 // recovery.
 func (s *Store) Ready(ctx context.Context) bool {
-	if s.mode != Deny {
+	if s.mode == Allow || s.local != nil {
 		if s.ping != nil && s.Active() {
 			s.probe(ctx)
 		}
@@ -281,6 +299,9 @@ func (s *Store) Ready(ctx context.Context) bool {
 
 // probe pings the primary through the breaker and reports success.
 func (s *Store) probe(ctx context.Context) bool {
+	if s.inProcess {
+		return s.ping(ctx) == nil
+	}
 	done, err := s.cb.Allow()
 	s.notify()
 	if err != nil {

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
@@ -18,7 +20,7 @@ import (
 
 // apiError is an admin API failure with its HTTP status. Handlers return
 // errors; writeAPIError renders them, the one place admin errors get their
-// JSON (SPEC §4's problem shape).
+// JSON (the problem shape of docs/operations.md).
 type apiError struct {
 	status int
 	msg    string
@@ -38,38 +40,38 @@ const adminBodyMax = 64 << 10
 
 // writeAPIError renders err: an *apiError with its status, a store failure
 // as 503.
-func (g *Gateway) writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
+func (h *handler) writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae, ok := errors.AsType[*apiError](err); ok {
 		httplimit.WriteProblem(w, ae.status, ae.msg)
 		return
 	}
-	g.log.Warn("admin API: store failed", "method", clipLogField(r.Method), "path", clipLogField(r.URL.Path), "error", err)
+	h.o.Logger.Warn("admin API: store failed", "method", clipField(r.Method), "path", clipField(r.URL.Path), "error", err)
 	w.Header().Set("Retry-After", "1")
 	httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store did not answer: "+err.Error())
 }
 
 // apiHandler adapts a handler that returns an error.
-func (g *Gateway) apiHandler(methods []string, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+func (h *handler) apiHandler(methods []string, serve func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(methods, r.Method) {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
-			g.writeAPIError(w, r, apiErrorf(http.StatusMethodNotAllowed, "%s is not allowed here (allowed: %s).", r.Method, strings.Join(methods, ", ")))
+			h.writeAPIError(w, r, apiErrorf(http.StatusMethodNotAllowed, "%s is not allowed here (allowed: %s).", r.Method, strings.Join(methods, ", ")))
 			return
 		}
-		if err := h(w, r); err != nil {
-			g.writeAPIError(w, r, err)
+		if err := serve(w, r); err != nil {
+			h.writeAPIError(w, r, err)
 		}
 	}
 }
 
-// adminAPI registers the /admin/v1/ endpoints on mux.
-func (g *Gateway) adminAPI(mux *http.ServeMux) {
-	mux.HandleFunc("/admin/v1/limits/{route}/{key}", g.apiHandler([]string{http.MethodGet, http.MethodDelete}, g.limitsEndpoint))
-	mux.HandleFunc("/admin/v1/limits/{route}", g.apiHandler([]string{http.MethodGet, http.MethodDelete}, g.limitsEndpoint))
-	mux.HandleFunc("/admin/v1/overrides/{route}/{key}", g.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, g.overrideEndpoint))
-	mux.HandleFunc("/admin/v1/overrides/{route}", g.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, g.overrideEndpoint))
-	mux.HandleFunc("/admin/v1/overrides", g.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
-		list := g.store.overrides.list()
+// api registers the /admin/v1/ endpoints on mux.
+func (h *handler) api(mux *http.ServeMux) {
+	mux.HandleFunc("/admin/v1/limits/{route}/{key}", h.apiHandler([]string{http.MethodGet, http.MethodDelete}, h.limitsEndpoint))
+	mux.HandleFunc("/admin/v1/limits/{route}", h.apiHandler([]string{http.MethodGet, http.MethodDelete}, h.limitsEndpoint))
+	mux.HandleFunc("/admin/v1/overrides/{route}/{key}", h.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, h.overrideEndpoint))
+	mux.HandleFunc("/admin/v1/overrides/{route}", h.apiHandler([]string{http.MethodGet, http.MethodPut, http.MethodDelete}, h.overrideEndpoint))
+	mux.HandleFunc("/admin/v1/overrides", h.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
+		list := h.g.Overrides().List()
 		out := make([]overrideView, len(list))
 		for i, o := range list {
 			out[i] = overrideView{Route: o.Route, Key: o.Key, Policy: o.Policy}
@@ -77,13 +79,13 @@ func (g *Gateway) adminAPI(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]any{"overrides": out})
 		return nil
 	}))
-	mux.HandleFunc("/admin/v1/stats", g.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
+	mux.HandleFunc("/admin/v1/stats", h.apiHandler([]string{http.MethodGet}, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, g.statsView(r))
+		writeJSON(w, http.StatusOK, h.statsView(r))
 		return nil
 	}))
 	mux.HandleFunc("/admin/v1/", func(w http.ResponseWriter, r *http.Request) {
-		g.writeAPIError(w, r, apiErrorf(http.StatusNotFound, "No admin endpoint at %s.", r.URL.Path))
+		h.writeAPIError(w, r, apiErrorf(http.StatusNotFound, "No admin endpoint at %s.", r.URL.Path))
 	})
 }
 
@@ -99,13 +101,13 @@ func adminQuery(r *http.Request) (url.Values, error) {
 	return q, nil
 }
 
-// adminKey is a key as every admin answer shows it ("key", SPEC §6): a
+// Key is a key as every admin answer shows it ("key", SPEC §6): a
 // single-part key as a JSON string, a key of several parts as an array of
 // strings, however the call gave it ({key} or ?part=).
-type adminKey []string
+type Key []string
 
 // MarshalJSON implements [json.Marshaler].
-func (k adminKey) MarshalJSON() ([]byte, error) {
+func (k Key) MarshalJSON() ([]byte, error) {
 	if len(k) == 1 {
 		return json.Marshal(k[0])
 	}
@@ -113,10 +115,10 @@ func (k adminKey) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON implements [json.Unmarshaler]: a string is a one-part key.
-func (k *adminKey) UnmarshalJSON(b []byte) error {
+func (k *Key) UnmarshalJSON(b []byte) error {
 	var one string
 	if err := json.Unmarshal(b, &one); err == nil {
-		*k = adminKey{one}
+		*k = Key{one}
 		return nil
 	}
 	return json.Unmarshal(b, (*[]string)(k))
@@ -124,25 +126,25 @@ func (k *adminKey) UnmarshalJSON(b []byte) error {
 
 // overrideView is one override in the admin API's answers.
 type overrideView struct {
-	Route  string   `json:"route"`
-	Key    adminKey `json:"key"`
-	Policy string   `json:"policy"`
+	Route  string `json:"route"`
+	Key    Key    `json:"key"`
+	Policy string `json:"policy"`
 }
 
 // target is the route and key an admin call names.
 type target struct {
-	route *route
+	route *Route
 	parts []string
 }
 
 // parseTarget reads {route} and either {key} (one part, path-unescaped by
 // the mux) or repeated ?part= parameters (a list key).
-func (g *Gateway) parseTarget(r *http.Request) (target, error) {
+func (h *handler) parseTarget(r *http.Request) (target, error) {
 	id := r.PathValue("route")
-	var rt *route
-	for _, x := range g.routes {
-		if x.id == id {
-			rt = x
+	var rt *Route
+	for i := range h.o.Routes {
+		if h.o.Routes[i].ID == id {
+			rt = &h.o.Routes[i]
 		}
 	}
 	if rt == nil {
@@ -165,8 +167,8 @@ func (g *Gateway) parseTarget(r *http.Request) (target, error) {
 	return target{route: rt, parts: parts}, nil
 }
 
-// limitView is one limit in the answer of GET /admin/v1/limits (SPEC §6).
-type limitView struct {
+// LimitView is one limit in the answer of GET /admin/v1/limits (SPEC §6).
+type LimitView struct {
 	Policy    string `json:"policy"`
 	Algorithm string `json:"algorithm"`
 	Limit     int64  `json:"limit"`
@@ -176,18 +178,19 @@ type limitView struct {
 	Shadow bool  `json:"shadow,omitempty"`
 }
 
-type limitsView struct {
+// LimitsView is the answer of GET /admin/v1/limits/{route}/{key}.
+type LimitsView struct {
 	Route  string      `json:"route"`
-	Key    adminKey    `json:"key"`
-	Limits []limitView `json:"limits"`
+	Key    Key         `json:"key"`
+	Limits []LimitView `json:"limits"`
 }
 
 // keyLimits returns the indexes of the route's limits that parts can be a
 // key of: the same number of parts, and every fixed part (const, route)
 // equal to its value.
-func keyLimits(rt *route, parts []string) []int {
+func keyLimits(rt *Route, parts []string) []int {
 	var out []int
-	for i, l := range rt.limits {
+	for i, l := range rt.Limits {
 		if len(l.Key) != len(parts) {
 			continue
 		}
@@ -197,7 +200,7 @@ func keyLimits(rt *route, parts []string) []int {
 			case httplimit.SourceConst:
 				ok = ok && parts[j] == kp.Name
 			case httplimit.SourceRoute:
-				ok = ok && parts[j] == rt.id
+				ok = ok && parts[j] == rt.ID
 			}
 		}
 		if ok {
@@ -209,8 +212,8 @@ func keyLimits(rt *route, parts []string) []int {
 
 // limitsEndpoint serves GET (peek, never consuming) and DELETE (reset) of
 // one key's state on a route.
-func (g *Gateway) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
-	t, err := g.parseTarget(r)
+func (h *handler) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.parseTarget(r)
 	if err != nil {
 		return err
 	}
@@ -222,43 +225,43 @@ func (g *Gateway) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
 		// name any policy: reset the key under every policy there is.
 		var reqs []ratelimit.Request
 		for _, i := range idx {
-			l := &t.route.limits[i]
-			for _, name := range g.cfg.PolicyNames() {
-				p := g.cfg.Policy(name)
-				reqs = append(reqs, ratelimit.Request{Key: httplimit.StateKey(t.route.id, l.ID, name, t.parts), Policy: p})
+			l := &t.route.Limits[i]
+			for _, name := range h.o.PolicyNames {
+				p := h.o.Policy(name)
+				reqs = append(reqs, ratelimit.Request{Key: httplimit.StateKey(t.route.ID, l.ID, name, t.parts), Policy: p})
 			}
 		}
 		if len(reqs) > 0 {
-			if err := g.store.Reset(ctx, reqs); err != nil {
+			if err := h.g.Store().Reset(ctx, reqs); err != nil {
 				return err
 			}
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	view := limitsView{Route: t.route.id, Key: t.parts, Limits: []limitView{}}
+	view := LimitsView{Route: t.route.ID, Key: t.parts, Limits: []LimitView{}}
 	reqs := make([]ratelimit.Request, len(idx))
 	for j, i := range idx {
-		l := &t.route.limits[i]
-		p := t.route.mw.PolicyFor(ctx, i, t.parts)
-		reqs[j] = ratelimit.Request{Key: httplimit.StateKey(t.route.id, l.ID, p.Name(), t.parts), Policy: p, Cost: l.Cost}
+		l := &t.route.Limits[i]
+		p := t.route.PolicyFor(ctx, i, t.parts)
+		reqs[j] = ratelimit.Request{Key: httplimit.StateKey(t.route.ID, l.ID, p.Name(), t.parts), Policy: p, Cost: l.Cost}
 	}
 	out := make([]ratelimit.Decision, len(reqs))
 	if len(reqs) > 0 {
-		if err := g.store.Peek(ctx, reqs, out); err != nil {
+		if err := h.g.Store().Peek(ctx, reqs, out); err != nil {
 			return err
 		}
 	}
-	now := g.clock.Now()
+	now := h.o.Clock.Now()
 	for j, i := range idx {
 		d := out[j]
-		view.Limits = append(view.Limits, limitView{
+		view.Limits = append(view.Limits, LimitView{
 			Policy:    reqs[j].Policy.Name(),
 			Algorithm: string(reqs[j].Policy.Algorithm()),
 			Limit:     d.Limit,
 			Remaining: d.Remaining,
 			Reset:     unixCeil(now.Add(d.Reset)),
-			Shadow:    t.route.limits[i].Shadow,
+			Shadow:    t.route.Limits[i].Shadow,
 		})
 	}
 	writeJSON(w, http.StatusOK, view)
@@ -275,29 +278,29 @@ func unixCeil(t time.Time) int64 {
 }
 
 // overrideEndpoint serves GET, PUT and DELETE of one per-key override.
-func (g *Gateway) overrideEndpoint(w http.ResponseWriter, r *http.Request) error {
-	t, err := g.parseTarget(r)
+func (h *handler) overrideEndpoint(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.parseTarget(r)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminStoreTimeout)
 	defer cancel()
-	o := g.store.overrides
+	o := h.g.Overrides()
 	switch r.Method {
 	case http.MethodGet:
-		name := o.lookup(t.route.id, t.parts)
+		name := o.Lookup(t.route.ID, t.parts)
 		if name == "" {
-			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.id)
+			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.ID)
 		}
-		writeJSON(w, http.StatusOK, overrideView{Route: t.route.id, Key: t.parts, Policy: name})
+		writeJSON(w, http.StatusOK, overrideView{Route: t.route.ID, Key: t.parts, Policy: name})
 		return nil
 	case http.MethodDelete:
-		existed, err := o.remove(ctx, t.route.id, t.parts)
+		existed, err := o.Remove(ctx, t.route.ID, t.parts)
 		if err != nil {
 			return err
 		}
 		if !existed {
-			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.id)
+			return apiErrorf(http.StatusNotFound, "No override for this key on route %q.", t.route.ID)
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -308,23 +311,23 @@ func (g *Gateway) overrideEndpoint(w http.ResponseWriter, r *http.Request) error
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	p := g.cfg.Policy(body.Policy)
+	p := h.o.Policy(body.Policy)
 	if p == nil {
-		return apiErrorf(http.StatusBadRequest, "Unknown policy %q (defined: %s).", body.Policy, strings.Join(g.cfg.PolicyNames(), ", "))
+		return apiErrorf(http.StatusBadRequest, "Unknown policy %q (defined: %s).", body.Policy, strings.Join(h.o.PolicyNames, ", "))
 	}
 	idx := keyLimits(t.route, t.parts)
 	if len(idx) == 0 {
-		return apiErrorf(http.StatusBadRequest, "No limit of route %q has a %d-part key that %q could be.", t.route.id, len(t.parts), t.parts)
+		return apiErrorf(http.StatusBadRequest, "No limit of route %q has a %d-part key that %q could be.", t.route.ID, len(t.parts), t.parts)
 	}
 	for _, i := range idx {
-		if c := max(1, t.route.limits[i].Cost); c > p.Max() {
+		if c := max(1, t.route.Limits[i].Cost); c > p.Max() {
 			return apiErrorf(http.StatusBadRequest, "Policy %q admits at most %d units, below the cost %d of limit %d.", p.Name(), p.Max(), c, i)
 		}
 	}
-	if err := o.set(ctx, t.route.id, t.parts, p.Name()); err != nil {
+	if err := o.Set(ctx, t.route.ID, t.parts, p.Name()); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, overrideView{Route: t.route.id, Key: t.parts, Policy: p.Name()})
+	writeJSON(w, http.StatusOK, overrideView{Route: t.route.ID, Key: t.parts, Policy: p.Name()})
 	return nil
 }
 
@@ -364,4 +367,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// maxField bounds each client-controlled field of a log record (the
+// method, the path): a longer value is cut to this many bytes and marked,
+// as the access log does.
+const maxField = 256
+
+// clipField returns s, or its first maxField bytes (cut back to a UTF-8
+// boundary) followed by "…[truncated, N bytes]" where N is len(s).
+func clipField(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	cut := maxField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated, " + strconv.Itoa(len(s)) + " bytes]"
 }

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"cmp"
@@ -35,8 +35,8 @@ type topEntry struct {
 	err   uint64 // overestimate bound inherited on eviction
 }
 
-// topKey is one row of the answer.
-type topKey struct {
+// TopKey is one of the most limited keys.
+type TopKey struct {
 	Route  string   `json:"route"`
 	Key    []string `json:"key"`
 	Denied uint64   `json:"denied"`
@@ -56,7 +56,7 @@ func newTopKeys(capacity int, span time.Duration, spans int) *topKeys {
 func (t *topKeys) add(now time.Time, route string, parts []string) {
 	idx := now.UnixNano() / int64(t.span)
 	var buf [128]byte
-	idb := appendOverrideField(buf[:0], route, parts)
+	idb := AppendField(buf[:0], route, parts)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.ring[idx%int64(len(t.ring))]
@@ -91,7 +91,7 @@ func (t *topKeys) add(now time.Time, route string, parts []string) {
 
 // top returns the n keys with most denials over the spans that end at now,
 // most first.
-func (t *topKeys) top(now time.Time, n int) []topKey {
+func (t *topKeys) top(now time.Time, n int) []TopKey {
 	idx := now.UnixNano() / int64(t.span)
 	sum := map[string]*topEntry{}
 	t.mu.Lock()
@@ -121,10 +121,10 @@ func (t *topKeys) top(now time.Time, n int) []topKey {
 		}
 		return cmp.Compare(a.id, b.id)
 	})
-	out := make([]topKey, 0, min(n, len(all)))
+	out := make([]TopKey, 0, min(n, len(all)))
 	for _, e := range all[:min(n, len(all))] {
-		route, parts, _ := parseOverrideField(e.id)
-		out = append(out, topKey{Route: route, Key: parts, Denied: e.count, Error: e.err})
+		route, parts, _ := ParseField(e.id)
+		out = append(out, TopKey{Route: route, Key: parts, Denied: e.count, Error: e.err})
 	}
 	return out
 }

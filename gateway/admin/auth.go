@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -27,16 +27,17 @@ const (
 	adminLoginKeys = 4096
 )
 
-// loginGuard limits failed admin logins per client address. It is safe for
+// Logins limits failed admin logins per client address. It is safe for
 // concurrent use, and it is handed from a gateway to the one that replaces
-// it on reload, so a reload forgives no failure.
-type loginGuard struct {
+// it on reload (TakeOver), so a reload forgives no failure.
+type Logins struct {
 	store   *memory.Store
 	limiter *ratelimit.Limiter
 	handed  atomic.Bool // taken over by the next gateway: do not close
 }
 
-func newLoginGuard(clock ratelimit.Clock) (*loginGuard, error) {
+// NewLogins returns a login limiter on clock (nil: the system clock).
+func NewLogins(clock ratelimit.Clock) (*Logins, error) {
 	st, err := memory.New(memory.Options{Clock: clock, Shards: 16, MaxKeys: adminLoginKeys})
 	if err != nil {
 		return nil, err
@@ -52,11 +53,18 @@ func newLoginGuard(clock ratelimit.Clock) (*loginGuard, error) {
 		st.Close()
 		return nil, err
 	}
-	return &loginGuard{store: st, limiter: l}, nil
+	return &Logins{store: st, limiter: l}, nil
 }
 
-// close stops the guard unless a newer gateway took it over.
-func (lg *loginGuard) close() {
+// TakeOver returns lg for the gateway that replaces the one holding it:
+// the old one's Close then leaves it running.
+func (lg *Logins) TakeOver() *Logins {
+	lg.handed.Store(true)
+	return lg
+}
+
+// Close stops the limiter unless a newer gateway took it over.
+func (lg *Logins) Close() {
 	if !lg.handed.Load() {
 		lg.store.Close()
 	}
@@ -83,7 +91,7 @@ func loginKey(r *http.Request) string {
 // wrong token, or 429 with Retry-After while r's address has no failures
 // left, whatever token it sends. Only a request that presents credentials
 // and fails counts against its address.
-func (lg *loginGuard) admit(w http.ResponseWriter, r *http.Request, token string) bool {
+func (lg *Logins) admit(w http.ResponseWriter, r *http.Request, token string) bool {
 	ctx, key := r.Context(), loginKey(r)
 	if d, err := lg.limiter.Peek(ctx, key); err == nil && !d.Allowed {
 		tooManyLogins(w, d.RetryAfter)

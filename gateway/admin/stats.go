@@ -1,12 +1,10 @@
-package gateway
+package admin
 
 import (
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
@@ -28,22 +26,24 @@ type routeCounters struct {
 	shadowDenied atomic.Uint64 // admitted, but a shadow limit would have denied it
 }
 
-// stats is a gateway's dashboard statistics. It is safe for concurrent use.
-type stats struct {
+// Stats is a gateway's dashboard statistics: request counters per route
+// and the most limited keys. It is safe for concurrent use.
+type Stats struct {
 	routes map[string]*routeCounters // fixed at build
 	top    *topKeys
 }
 
-func newStats(routeIDs []string) *stats {
-	s := &stats{routes: make(map[string]*routeCounters, len(routeIDs)), top: newTopKeys(topCapacity, topSpan, topSpans)}
+// NewStats returns empty statistics for the routes with the given ids.
+func NewStats(routeIDs []string) *Stats {
+	s := &Stats{routes: make(map[string]*routeCounters, len(routeIDs)), top: newTopKeys(topCapacity, topSpan, topSpans)}
 	for _, id := range routeIDs {
 		s.routes[id] = &routeCounters{}
 	}
 	return s
 }
 
-// record counts one middleware event at now.
-func (s *stats) record(now time.Time, ev *httplimit.Event) {
+// Record counts one middleware event at now.
+func (s *Stats) Record(now time.Time, ev *httplimit.Event) {
 	c := s.routes[ev.Route]
 	if c == nil {
 		return
@@ -69,31 +69,33 @@ func (s *stats) record(now time.Time, ev *httplimit.Event) {
 	}
 }
 
-// statsView is the answer of GET /admin/v1/stats.
-type statsView struct {
+// StatsView is the answer of GET /admin/v1/stats.
+type StatsView struct {
 	// Time is the server's time in Unix milliseconds.
 	Time    int64       `json:"time"`
-	Routes  []routeView `json:"routes"`
-	TopKeys []topKey    `json:"top_keys"`
+	Routes  []RouteView `json:"routes"`
+	TopKeys []TopKey    `json:"top_keys"`
 	// KeysHashed reports that the keys of TopKeys and Overrides are shown
-	// as the access log shows them, hashed (see hashKey), because
+	// as the access log shows them, hashed (Options.ShowKey), because
 	// server.access_log.raw_keys is off: the dashboard may be on a shared
 	// screen.
 	KeysHashed bool          `json:"keys_hashed"`
 	TopWindow  int           `json:"top_window_seconds"`
-	Store      storeView     `json:"store"`
-	Overrides  []override    `json:"overrides"`
-	Config     configSummary `json:"config"`
+	Store      StoreView     `json:"store"`
+	Overrides  []Override    `json:"overrides"`
+	Config     ConfigSummary `json:"config"`
 }
 
-type routeView struct {
+// RouteView is one route's counters.
+type RouteView struct {
 	Route        string `json:"route"`
 	Admitted     uint64 `json:"admitted"`
 	Denied       uint64 `json:"denied"`
 	ShadowDenied uint64 `json:"shadow_denied"`
 }
 
-type storeView struct {
+// StoreView is the store's state, as the gateway reports it.
+type StoreView struct {
 	Type string `json:"type"`
 	Mode string `json:"mode,omitempty"` // redis: standalone | sentinel | cluster
 	// Healthy reports whether the store answered a read within a second.
@@ -108,20 +110,23 @@ type storeView struct {
 	Breaker        string `json:"breaker"`
 }
 
-type configSummary struct {
+// ConfigSummary is the configuration as the dashboard shows it.
+type ConfigSummary struct {
 	Summary   string        `json:"summary"`
-	Routes    []routeConfig `json:"routes"`
+	Routes    []RouteConfig `json:"routes"`
 	Effective string        `json:"effective"`
 }
 
-type routeConfig struct {
+// RouteConfig is one route of a ConfigSummary.
+type RouteConfig struct {
 	ID     string        `json:"id"`
 	Path   string        `json:"path"`
 	Target string        `json:"target"`
-	Limits []limitConfig `json:"limits"`
+	Limits []LimitConfig `json:"limits"`
 }
 
-type limitConfig struct {
+// LimitConfig is one limit of a RouteConfig.
+type LimitConfig struct {
 	Policy    string `json:"policy"`
 	Algorithm string `json:"algorithm"`
 	Key       string `json:"key"`
@@ -129,78 +134,28 @@ type limitConfig struct {
 }
 
 // statsView gathers the dashboard's data.
-func (g *Gateway) statsView(r *http.Request) statsView {
-	now := g.clock.Now()
-	v := statsView{
+func (h *handler) statsView(r *http.Request) StatsView {
+	now := h.o.Clock.Now()
+	v := StatsView{
 		Time:      now.UnixMilli(),
-		TopKeys:   g.stats.top.top(now, topShown),
+		TopKeys:   h.o.Stats.top.top(now, topShown),
 		TopWindow: int(topSpan/time.Second) * topSpans,
-		Overrides: g.store.overrides.list(),
-		Config:    g.configSummary(),
+		Overrides: h.g.Overrides().List(),
+		Config:    h.o.Config,
 	}
-	if !g.cfg.Server.AccessLog.RawKeys {
+	if h.o.ShowKey != nil {
 		v.KeysHashed = true
 		for i := range v.TopKeys {
-			v.TopKeys[i].Key = []string{hashKey(v.TopKeys[i].Key)}
+			v.TopKeys[i].Key = []string{h.o.ShowKey(v.TopKeys[i].Key)}
 		}
 		for i := range v.Overrides {
-			v.Overrides[i].Key = []string{hashKey(v.Overrides[i].Key)}
+			v.Overrides[i].Key = []string{h.o.ShowKey(v.Overrides[i].Key)}
 		}
 	}
-	for _, rt := range g.routes {
-		c := g.stats.routes[rt.id]
-		v.Routes = append(v.Routes, routeView{Route: rt.id, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load()})
+	for _, rt := range h.o.Routes {
+		c := h.o.Stats.routes[rt.ID]
+		v.Routes = append(v.Routes, RouteView{Route: rt.ID, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load()})
 	}
-	sc := g.cfg.Store
-	v.Store = storeView{Type: sc.Type, OnError: sc.OnError, Breaker: "none"}
-	if sc.Type == "redis" {
-		v.Store.Mode = sc.Redis.Mode
-	}
-	if err := g.probeStore(r); err != nil {
-		v.Store.Error = err.Error()
-	} else {
-		v.Store.Healthy = true
-	}
-	if fb := g.store.fallback; fb != nil {
-		v.Store.FallbackActive = fb.Engaged()
-		v.Store.Breaker = "closed"
-		if fb.Active() {
-			v.Store.Breaker = "open"
-		}
-	}
+	v.Store = h.g.StoreStatus(r.Context())
 	return v
-}
-
-func (g *Gateway) configSummary() configSummary {
-	// Summary starts with "FILE: ok: "; the gateway does not know the file.
-	_, summary, _ := strings.Cut(g.cfg.Summary(""), "ok: ")
-	cs := configSummary{Summary: summary, Effective: g.cfg.Effective()}
-	for _, rc := range g.cfg.Routes {
-		r := routeConfig{ID: rc.ID, Path: rc.Match.Path, Target: config.RedactAddress(rc.Upstream)}
-		if rc.Respond != nil {
-			r.Target = "respond " + http.StatusText(rc.Respond.Status)
-		}
-		for _, l := range rc.Limits {
-			lc := limitConfig{Policy: l.Policy, Key: keyText(l.Key), Shadow: l.Shadow}
-			if p := g.cfg.Policy(l.Policy); p != nil {
-				lc.Algorithm = string(p.Algorithm())
-			}
-			r.Limits = append(r.Limits, lc)
-		}
-		cs.Routes = append(cs.Routes, r)
-	}
-	return cs
-}
-
-// keyText shows a key as the configuration writes it: the part alone, or a
-// flow list such as "[header:X-User-Id, path]".
-func keyText(k httplimit.Key) string {
-	if len(k) == 1 {
-		return k[0].String()
-	}
-	parts := make([]string, len(k))
-	for i, p := range k {
-		parts[i] = p.String()
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
 }

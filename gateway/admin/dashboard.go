@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"embed"
@@ -20,10 +20,10 @@ const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; i
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // dashboard registers GET /admin/ (the page) and /admin/assets/ (its files).
-func (g *Gateway) dashboard(mux *http.ServeMux) {
+func (h *handler) dashboard(mux *http.ServeMux) {
 	sub, err := fs.Sub(dashboardFiles, "dashboard")
 	if err != nil {
-		panic("gateway: embedded dashboard missing: " + err.Error())
+		panic("admin: embedded dashboard missing: " + err.Error())
 	}
 	assets := http.StripPrefix("/admin/assets/", http.FileServerFS(sub))
 	secure := func(h http.Handler) http.Handler {
@@ -42,6 +42,6 @@ func (g *Gateway) dashboard(mux *http.ServeMux) {
 		http.ServeFileFS(w, r, sub, "index.html")
 	})))
 	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
-		g.writeAPIError(w, r, apiErrorf(http.StatusNotFound, "No admin page at %s.", r.URL.Path))
+		h.writeAPIError(w, r, apiErrorf(http.StatusNotFound, "No admin page at %s.", r.URL.Path))
 	})
 }

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// adminHandler builds the admin listener's handler (package admin) over
+// this gateway.
+func (g *Gateway) adminHandler() http.Handler {
+	o := admin.Options{
+		Token:       g.cfg.Admin.Token,
+		Logins:      g.logins,
+		Stats:       g.stats,
+		Metrics:     metrics.Handler(g.registry),
+		Policy:      g.cfg.Policy,
+		PolicyNames: g.cfg.PolicyNames(),
+		Config:      g.configSummary(),
+		Logger:      g.log,
+		Clock:       g.clock,
+	}
+	if !g.cfg.Server.AccessLog.RawKeys {
+		o.ShowKey = hashKey
+	}
+	for _, rt := range g.routes {
+		ar := admin.Route{ID: rt.id, Limits: rt.limits}
+		if rt.mw != nil {
+			ar.PolicyFor = rt.mw.PolicyFor
+		}
+		o.Routes = append(o.Routes, ar)
+	}
+	return admin.New(adminView{g}, o)
+}
+
+// adminView is the gateway as package admin asks of it.
+type adminView struct{ g *Gateway }
+
+var _ admin.Gateway = adminView{}
+
+func (a adminView) Ready(ctx context.Context) error { return a.g.ready(ctx) }
+
+func (a adminView) Store() ratelimit.Store     { return a.g.store }
+func (a adminView) Overrides() admin.Overrides { return a.g.store.overrides }
+
+// StoreStatus reports the store's state, probing the store itself (for a
+// Redis store behind the fallback: Redis, not the fallback) within a second.
+func (a adminView) StoreStatus(ctx context.Context) admin.StoreView {
+	sc, st := a.g.cfg.Store, a.g.store.status
+	v := admin.StoreView{Type: sc.Type, OnError: sc.OnError, FallbackActive: st.Engaged(), Breaker: st.Breaker()}
+	if sc.Type == config.StoreRedis {
+		v.Mode = sc.Redis.Mode
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := st.Probe(ctx); err != nil {
+		v.Error = err.Error()
+	} else {
+		v.Healthy = true
+	}
+	return v
+}
+
+// configSummary is the configuration as the dashboard shows it.
+func (g *Gateway) configSummary() admin.ConfigSummary {
+	// Summary starts with "FILE: ok: "; the gateway does not know the file.
+	_, summary, _ := strings.Cut(g.cfg.Summary(""), "ok: ")
+	cs := admin.ConfigSummary{Summary: summary, Effective: g.cfg.Effective()}
+	for _, rc := range g.cfg.Routes {
+		r := admin.RouteConfig{ID: rc.ID, Path: rc.Match.Path, Target: config.RedactAddress(rc.Upstream)}
+		if rc.Respond != nil {
+			r.Target = "respond " + http.StatusText(rc.Respond.Status)
+		}
+		for _, l := range rc.Limits {
+			lc := admin.LimitConfig{Policy: l.Policy, Key: keyText(l.Key), Shadow: l.Shadow}
+			if p := g.cfg.Policy(l.Policy); p != nil {
+				lc.Algorithm = string(p.Algorithm())
+			}
+			r.Limits = append(r.Limits, lc)
+		}
+		cs.Routes = append(cs.Routes, r)
+	}
+	return cs
+}
+
+// keyText shows a key as the configuration writes it: the part alone, or a
+// flow list such as "[header:X-User-Id, path]".
+func keyText(k httplimit.Key) string {
+	if len(k) == 1 {
+		return k[0].String()
+	}
+	parts := make([]string, len(k))
+	for i, p := range k {
+		parts[i] = p.String()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
