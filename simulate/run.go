@@ -20,6 +20,11 @@ type Spec struct {
 	Window time.Duration
 }
 
+// MeasureWindow returns W, the window the spec is measured over: Window, or
+// the policy's period when Window is zero, in whole microseconds and at
+// least one.
+func (s Spec) MeasureWindow() time.Duration { return time.Duration(s.window()) * time.Microsecond }
+
 // window returns the spec's measurement window in µs.
 func (s Spec) window() int64 {
 	if s.Window > 0 {

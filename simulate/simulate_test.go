@@ -127,31 +127,6 @@ func TestReadTrace(t *testing.T) {
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ in, label, str string }{
-		{"token_bucket:capacity=10,rate=1", "token_bucket", "token_bucket(capacity=10, rate=1/s)"},
-		{"gcra: burst=5, rate=100/1m", "gcra", "gcra(burst=5, rate=1.6666666666666667/s)"},
-		{"leaky_bucket:capacity=3,rate=5/s,mode=shape,max_delay=1s", "leaky_bucket/shape", "leaky_bucket(capacity=3, rate=5/s, mode=shape, max_delay=1s)"},
-		{"sliding_log:limit=10,window=1m,name=exact", "exact", "sliding_log(limit=10, window=1m0s)"},
-	} {
-		s, err := ParsePolicy(tc.in)
-		if err != nil {
-			t.Errorf("ParsePolicy(%q): %v", tc.in, err)
-			continue
-		}
-		if s.Label != tc.label || s.Policy.String() != tc.str {
-			t.Errorf("ParsePolicy(%q) = %q %s, want %q %s", tc.in, s.Label, s.Policy, tc.label, tc.str)
-		}
-	}
-	for _, bad := range []string{"", "token_bucket", "token_bucket:capacity", "token_bucket:capacity=x,rate=1",
-		"fixed_window:limit=1,window=soon", "nope:limit=1", "gcra:burst=1,rate=1,colour=red"} {
-		if _, err := ParsePolicy(bad); err == nil {
-			t.Errorf("ParsePolicy(%q) succeeded, want an error", bad)
-		}
-	}
-}
-
 func TestCompareSpecs(t *testing.T) {
 	t.Parallel()
 	specs, err := CompareSpecs(100, time.Minute)
@@ -178,13 +153,13 @@ func TestCompareSpecs(t *testing.T) {
 }
 
 // run simulates one policy on a pattern.
-func run(t *testing.T, policy string, p Pattern, step time.Duration) *Report {
+func run(t *testing.T, c ratelimit.PolicyConfig, p Pattern, step time.Duration) *Report {
 	t.Helper()
-	s, err := ParsePolicy(policy)
+	pol, err := ratelimit.NewPolicy(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Simulation{Pattern: p, Specs: []Spec{s}, Step: step}.Run()
+	rep, err := Simulation{Pattern: p, Specs: []Spec{{Label: Label(pol), Policy: pol}}, Step: step}.Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +179,7 @@ func column(tl []Bucket, f func(Bucket) int64) []int64 {
 // its capacity C at once, then r per second.
 func TestTokenBucketBurstThenRate(t *testing.T) {
 	t.Parallel()
-	rep := run(t, "token_bucket:capacity=10,rate=2", Pattern{Kind: Steady, RPS: 100, Duration: 6 * time.Second}, ms(500))
+	rep := run(t, ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10, Rate: 2}, Pattern{Kind: Steady, RPS: 100, Duration: 6 * time.Second}, ms(500))
 	got := column(rep.Timelines[0], func(b Bucket) int64 { return b.Admitted })
 	// 10 at once (the first token refills 500ms after the first request
 	// took one), then 1 per 500ms.
@@ -218,7 +193,7 @@ func TestTokenBucketBurstThenRate(t *testing.T) {
 // at a constant rate.
 func TestLeakyShapeConstantOutput(t *testing.T) {
 	t.Parallel()
-	rep := run(t, "leaky_bucket:capacity=10,rate=5,mode=shape", Pattern{Kind: Burst, Count: 10, Period: 2 * time.Second, Duration: 8 * time.Second}, ms(200))
+	rep := run(t, ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 10, Rate: 5, Mode: ratelimit.Shape}, Pattern{Kind: Burst, Count: 10, Period: 2 * time.Second, Duration: 8 * time.Second}, ms(200))
 	out := column(rep.Timelines[0], func(b Bucket) int64 { return b.Out })
 	for i, n := range out {
 		if n != 1 {
@@ -229,7 +204,7 @@ func TestLeakyShapeConstantOutput(t *testing.T) {
 	if s.OutRateVariance != 0 || s.Admitted != 40 || s.MaxWait != ms(1800) || s.MeanWait != ms(900) {
 		t.Errorf("summary = %+v, want variance 0, 40 admitted, max wait 1.8s, mean 900ms", s)
 	}
-	police := run(t, "leaky_bucket:capacity=10,rate=5", rep.Pattern, ms(200))
+	police := run(t, ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: 10, Rate: 5}, rep.Pattern, ms(200))
 	if v := police.Summaries[0].OutRateVariance; v < 100 {
 		t.Errorf("police mode output variance = %v, want the bursts to show (> 100)", v)
 	}
@@ -250,7 +225,7 @@ func TestExactSlidingLog(t *testing.T) {
 		e.Cost = int64(1 + i%4)
 		ev = append(ev, e)
 	}
-	rep := run(t, "sliding_log:limit=12,window=1s", Pattern{Kind: Trace, Recorded: ev}, time.Second)
+	rep := run(t, ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 12, Window: time.Second}, Pattern{Kind: Trace, Recorded: ev}, time.Second)
 	s := rep.Summaries[0]
 	if s.WronglyAllowed != 0 || s.WronglyDenied != 0 || s.MaxInWindow > 12 {
 		t.Errorf("sliding_log vs itself: %+v; want no disagreement and max/W ≤ 12", s)
@@ -258,7 +233,7 @@ func TestExactSlidingLog(t *testing.T) {
 	if s.Denied == 0 || s.Admitted == 0 {
 		t.Errorf("traffic did not reach the limit: %+v", s)
 	}
-	fw := run(t, "fixed_window:limit=12,window=1s", Pattern{Kind: Trace, Recorded: ev}, time.Second)
+	fw := run(t, ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: 12, Window: time.Second}, Pattern{Kind: Trace, Recorded: ev}, time.Second)
 	if f := fw.Summaries[0]; f.WronglyAllowed == 0 || f.MaxInWindow <= 12 {
 		t.Errorf("fixed_window on the same traffic: %+v; want it to exceed the exact limit somewhere", f)
 	}
@@ -292,5 +267,21 @@ func TestRunMatchesStep(t *testing.T) {
 				t.Fatalf("%s request %d at %v: Run gave %+v, StepAt %+v", r.Label, i, e.At, o, d)
 			}
 		}
+	}
+}
+
+// TestSpecMeasureWindow: W is the spec's Window when set, else the policy's
+// period in whole microseconds.
+func TestSpecMeasureWindow(t *testing.T) {
+	t.Parallel()
+	p, err := ratelimit.NewPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 10, Rate: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := (Spec{Policy: p}).MeasureWindow(), p.Period().Truncate(time.Microsecond); got != want || got < 3*time.Second {
+		t.Errorf("MeasureWindow without Window = %v, want the period %v (about capacity/rate) in whole µs", got, want)
+	}
+	if got := (Spec{Policy: p, Window: time.Minute}).MeasureWindow(); got != time.Minute {
+		t.Errorf("MeasureWindow with Window 1m = %v, want 1m", got)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/sluice-gw/sluice/config"
-	"github.com/sluice-gw/sluice/simulate"
 )
 
 // Version and Commit identify the build. Release builds set them with
@@ -84,7 +83,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	case "check":
 		return runCheck(args, env)
 	case "simulate":
-		return simulate.MainEnv(args, env.Stdout, env.Stderr, env.LookupEnv)
+		return runSimulate(args, env)
 	case "version":
 		if len(args) > 0 {
 			fmt.Fprintf(env.Stderr, "sluice version: unexpected argument %q\n%s", args[0], usage)

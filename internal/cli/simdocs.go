@@ -1,4 +1,4 @@
-package simulate
+package cli
 
 import (
 	"bytes"
@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluice-gw/sluice/simulate"
 )
 
-// DocsFile is the page, relative to the docs directory, whose generated
-// blocks UpdateDocs rewrites.
-const DocsFile = "algorithms.md"
+// docsFile is the page, relative to the docs directory, whose generated
+// blocks updateDocs rewrites.
+const docsFile = "algorithms.md"
 
 // docEntry is one generated block of docs/algorithms.md: the output of
 // `sluice simulate ARGS` and, if chart is set, its chart as img/NAME.svg.
@@ -64,7 +66,7 @@ func (e docEntry) generate() (block string, svg []byte, err error) {
 	var b strings.Builder
 	cmd := "sluice simulate " + e.args
 	if e.chart {
-		if err := rep.WriteChart(&chart, SVG); err != nil {
+		if err := rep.WriteChart(&chart, simulate.SVG); err != nil {
 			return "", nil, fmt.Errorf("docs %s: %w", e.name, err)
 		}
 		svg = chart.Bytes()
@@ -76,8 +78,8 @@ func (e docEntry) generate() (block string, svg []byte, err error) {
 }
 
 // simulateArgs runs the simulation that `sluice simulate args` runs.
-func simulateArgs(args string) (*Report, *opts, error) {
-	o := &opts{}
+func simulateArgs(args string) (*simulate.Report, *simOpts, error) {
+	o := &simOpts{}
 	fs := o.flags()
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(strings.Fields(args)); err != nil {
@@ -149,7 +151,7 @@ func replaceBlock(page, name, body string) (string, error) {
 	i := strings.Index(page, open)
 	j := strings.Index(page, end)
 	if i < 0 || j < i {
-		return "", fmt.Errorf("%s: no block %q...%q", DocsFile, strings.TrimSpace(open), end)
+		return "", fmt.Errorf("%s: no block %q...%q", docsFile, strings.TrimSpace(open), end)
 	}
 	return page[:i+len(open)] + body + page[j:], nil
 }
@@ -157,7 +159,7 @@ func replaceBlock(page, name, body string) (string, error) {
 // docsState generates every entry and returns the page as it should be and
 // the charts (file name under img/ → SVG).
 func docsState(dir string, entries []docEntry) (page string, charts map[string][]byte, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, DocsFile))
+	b, err := os.ReadFile(filepath.Join(dir, docsFile))
 	if err != nil {
 		return "", nil, err
 	}
@@ -177,10 +179,10 @@ func docsState(dir string, entries []docEntry) (page string, charts map[string][
 	return page, charts, nil
 }
 
-// UpdateDocs regenerates the simulation outputs and charts of
+// updateDocs regenerates the simulation outputs and charts of
 // dir/algorithms.md (dir is the docs directory): it rewrites the page's
 // generated blocks and dir/img/*.svg.
-func UpdateDocs(dir string) error { return updateEntries(dir, docEntries) }
+func updateDocs(dir string) error { return updateEntries(dir, docEntries) }
 
 func updateEntries(dir string, entries []docEntry) error {
 	page, charts, err := docsState(dir, entries)
@@ -195,12 +197,12 @@ func updateEntries(dir string, entries []docEntry) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, DocsFile), []byte(page), 0o644)
+	return os.WriteFile(filepath.Join(dir, docsFile), []byte(page), 0o644)
 }
 
-// CheckDocs reports, joined, every generated block or chart of
+// checkDocs reports, joined, every generated block or chart of
 // dir/algorithms.md that differs from what the code produces now.
-func CheckDocs(dir string) error { return checkEntries(dir, docEntries) }
+func checkDocs(dir string) error { return checkEntries(dir, docEntries) }
 
 func checkEntries(dir string, entries []docEntry) error {
 	page, charts, err := docsState(dir, entries)
@@ -208,12 +210,12 @@ func checkEntries(dir string, entries []docEntry) error {
 		return err
 	}
 	var errs []error
-	have, err := os.ReadFile(filepath.Join(dir, DocsFile))
+	have, err := os.ReadFile(filepath.Join(dir, docsFile))
 	if err != nil {
 		return err
 	}
 	if string(have) != page {
-		errs = append(errs, fmt.Errorf("%s: generated blocks are stale", DocsFile))
+		errs = append(errs, fmt.Errorf("%s: generated blocks are stale", docsFile))
 	}
 	for name, svg := range charts {
 		have, err := os.ReadFile(filepath.Join(dir, "img", name))

@@ -1,4 +1,4 @@
-package simulate
+package cli
 
 import (
 	"bytes"
@@ -8,21 +8,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/simulate"
 )
 
-// Exit codes of Main.
-const (
-	ExitOK    = 0
-	ExitError = 1 // a config or trace file that cannot be used, or a failed run
-	ExitUsage = 2 // bad flags or flag values (policy, pattern, durations)
-)
-
-const usage = `usage: sluice simulate [policies] [traffic] [output]
+// simulateUsage is the help text of `sluice simulate`.
+const simulateUsage = `usage: sluice simulate [policies] [traffic] [output]
 
 policies (one of):
   --policy ALG:FIELD=V,...   a policy; repeat for several, e.g.
@@ -58,59 +54,56 @@ output:
   --docs DIR      regenerate the charts and outputs of DIR/algorithms.md and exit
 `
 
-// Main runs `sluice simulate` with args (the words after "simulate"),
-// writing the report to stdout and problems to stderr, and returns the exit
-// code: ExitOK, ExitError or ExitUsage. Config files are read without
-// environment variables; see MainEnv.
-func Main(args []string, stdout, stderr io.Writer) int {
-	return MainEnv(args, stdout, stderr, nil)
-}
-
-// MainEnv is Main with lookup resolving ${NAME} in a config file
-// (os.LookupEnv in production; nil means no variables are set).
-func MainEnv(args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	var o opts
+// runSimulate runs `sluice simulate` with args (the words after
+// "simulate"), writing the report to env.Stdout and problems to env.Stderr,
+// and returns the exit code: exitOK; exitError for a config or trace file
+// that cannot be used or a failed run; exitUsage for bad flags or flag values
+// (policy, pattern, durations). env.LookupEnv resolves ${NAME} in a config
+// file; nil means no variables are set.
+func runSimulate(args []string, env Env) int {
+	stdout, stderr, lookup := env.Stdout, env.Stderr, env.LookupEnv
+	var o simOpts
 	fs := o.flags()
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
-			return ExitOK
+			fmt.Fprint(stdout, simulateUsage)
+			return exitOK
 		}
-		fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, usage)
-		return ExitUsage
+		fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, simulateUsage)
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice simulate: unexpected argument %q\n\n%s", fs.Arg(0), usage)
-		return ExitUsage
+		fmt.Fprintf(stderr, "sluice simulate: unexpected argument %q\n\n%s", fs.Arg(0), simulateUsage)
+		return exitUsage
 	}
 	if o.docs != "" {
-		if err := UpdateDocs(o.docs); err != nil {
+		if err := updateDocs(o.docs); err != nil {
 			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
-			return ExitError
+			return exitError
 		}
-		return ExitOK
+		return exitOK
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if err := explicitZero(fs, o.set); err != nil {
-		fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, usage)
-		return ExitUsage
+		fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, simulateUsage)
+		return exitUsage
 	}
 	sim, err := o.simulation(lookup)
 	if err != nil {
 		var u usageError
 		if errors.As(err, &u) {
-			fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, usage)
-			return ExitUsage
+			fmt.Fprintf(stderr, "sluice simulate: %v\n\n%s", err, simulateUsage)
+			return exitUsage
 		}
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
-		return ExitError
+		return exitError
 	}
 	if err := o.run(sim, stdout); err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
-		return ExitError
+		return exitError
 	}
-	return ExitOK
+	return exitOK
 }
 
 // positiveFlags are the flags whose zero value stands for "not given" (a
@@ -146,8 +139,8 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// opts holds the parsed flags.
-type opts struct {
+// simOpts holds the parsed flags of `sluice simulate`.
+type simOpts struct {
 	policies                      multi
 	config, algorithm, mode, rate string
 	compare, table                bool
@@ -169,7 +162,7 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, " ") }
 func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 
-func (o *opts) flags() *flag.FlagSet {
+func (o *simOpts) flags() *flag.FlagSet {
 	o.set = map[string]bool{}
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.Var(&o.policies, "policy", "")
@@ -184,7 +177,7 @@ func (o *opts) flags() *flag.FlagSet {
 	fs.StringVar(&o.mode, "mode", "", "")
 	fs.DurationVar(&o.maxDelay, "max-delay", 0, "")
 	fs.DurationVar(&o.measure, "measure", 0, "")
-	fs.StringVar(&o.pattern, "pattern", Steady, "")
+	fs.StringVar(&o.pattern, "pattern", simulate.Steady, "")
 	fs.DurationVar(&o.duration, "duration", 0, "")
 	fs.Float64Var(&o.rps, "rps", 10, "")
 	fs.Int64Var(&o.count, "count", 0, "")
@@ -204,7 +197,7 @@ func (o *opts) flags() *flag.FlagSet {
 }
 
 // specs builds the policies the flags ask for.
-func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
+func (o *simOpts) specs(lookup func(string) (string, bool)) ([]simulate.Spec, error) {
 	single := o.algorithm != "" || o.capacity != 0 || o.burst != 0 || o.rate != "" || o.mode != "" || o.maxDelay != 0 ||
 		(!o.compare && (o.limit != 0 || o.window != 0))
 	ways := 0
@@ -219,7 +212,7 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 	case ways > 1:
 		return nil, usageError{"give policies one way only: --policy, --algorithm and its fields, --config, or --compare"}
 	}
-	var specs []Spec
+	var specs []simulate.Spec
 	var err error
 	switch {
 	case o.compare:
@@ -230,14 +223,14 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 		if w == 0 {
 			w = time.Second
 		}
-		specs, err = CompareSpecs(l, w)
+		specs, err = simulate.CompareSpecs(l, w)
 	case single:
 		specs, err = o.singleSpec()
 	case o.config != "":
 		specs, err = configSpecs(o.config, o.policies, lookup)
 	default:
 		for _, s := range o.policies {
-			sp, perr := ParsePolicy(s)
+			sp, perr := parsePolicy(s)
 			if perr != nil {
 				return nil, usageError{perr.Error()}
 			}
@@ -262,7 +255,7 @@ func (o *opts) specs(lookup func(string) (string, bool)) ([]Spec, error) {
 }
 
 // singleSpec builds the policy of --algorithm and its field flags.
-func (o *opts) singleSpec() ([]Spec, error) {
+func (o *simOpts) singleSpec() ([]simulate.Spec, error) {
 	c := ratelimit.PolicyConfig{Algorithm: ratelimit.Algorithm(o.algorithm), Limit: o.limit, Capacity: o.capacity,
 		Burst: o.burst, Window: o.window, Mode: ratelimit.Mode(o.mode), MaxDelay: o.maxDelay}
 	if o.rate != "" {
@@ -276,11 +269,11 @@ func (o *opts) singleSpec() ([]Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Spec{{Label: label(p), Policy: p}}, nil
+	return []simulate.Spec{{Label: simulate.Label(p), Policy: p}}, nil
 }
 
 // configSpecs loads the named policies (all if names is empty) of a config file.
-func configSpecs(path string, names []string, lookup func(string) (string, bool)) ([]Spec, error) {
+func configSpecs(path string, names []string, lookup func(string) (string, bool)) ([]simulate.Spec, error) {
 	cfg, err := config.Load(path, lookup)
 	if err != nil {
 		return nil, err
@@ -288,13 +281,13 @@ func configSpecs(path string, names []string, lookup func(string) (string, bool)
 	if len(names) == 0 {
 		names = cfg.PolicyNames()
 	}
-	var specs []Spec
+	var specs []simulate.Spec
 	for _, n := range names {
 		p := cfg.Policy(n)
 		if p == nil {
 			return nil, fmt.Errorf("%s: no policy %q (defined: %s)", path, n, strings.Join(cfg.PolicyNames(), ", "))
 		}
-		specs = append(specs, Spec{Label: n, Policy: p})
+		specs = append(specs, simulate.Spec{Label: n, Policy: p})
 	}
 	if len(specs) == 0 {
 		return nil, fmt.Errorf("%s defines no policies", path)
@@ -303,55 +296,55 @@ func configSpecs(path string, names []string, lookup func(string) (string, bool)
 }
 
 // simulation builds the Simulation the flags describe.
-func (o *opts) simulation(lookup func(string) (string, bool)) (Simulation, error) {
+func (o *simOpts) simulation(lookup func(string) (string, bool)) (simulate.Simulation, error) {
 	specs, err := o.specs(lookup)
 	if err != nil {
-		return Simulation{}, err
+		return simulate.Simulation{}, err
 	}
 	first := specs[0]
-	p := Pattern{Kind: o.pattern, Duration: o.duration, RPS: o.rps, Count: o.count, Period: o.period,
+	p := simulate.Pattern{Kind: o.pattern, Duration: o.duration, RPS: o.rps, Count: o.count, Period: o.period,
 		Spread: o.spread, On: o.on, Off: o.off, Seed: o.seed, Cost: o.cost}
 	if p.Count == 0 {
 		p.Count = first.Policy.Max()
 	}
-	if p.Kind == Boundary {
-		p.Window = time.Duration(first.window()) * time.Microsecond
+	if p.Kind == simulate.Boundary {
+		p.Window = first.MeasureWindow()
 	}
 	if p.Duration == 0 {
 		p.Duration = 10 * time.Second
-		if p.Kind == Boundary {
+		if p.Kind == simulate.Boundary {
 			p.Duration = 3 * p.Window
 		}
 	}
-	sim := Simulation{Pattern: p, Specs: specs, Step: o.step}
-	if p.Kind == Boundary && !o.set["step"] {
+	sim := simulate.Simulation{Pattern: p, Specs: specs, Step: o.step}
+	if p.Kind == simulate.Boundary && !o.set["step"] {
 		// A step as long as one side of the attack (the spread, W/10 by
 		// default) puts each burst in a row of its own; a 1s step would hide
 		// a boundary burst of a short window inside one row.
 		sim.Step = max(cmp.Or(p.Spread, p.Window/10), time.Microsecond)
 	}
-	if (o.trace != "") != (p.Kind == Trace) {
-		return Simulation{}, usageError{"--trace FILE goes with --pattern trace"}
+	if (o.trace != "") != (p.Kind == simulate.Trace) {
+		return simulate.Simulation{}, usageError{"--trace FILE goes with --pattern trace"}
 	}
 	if o.step < time.Microsecond {
-		return Simulation{}, usageError{fmt.Sprintf("--step must be at least 1µs, got %v", o.step)}
+		return simulate.Simulation{}, usageError{fmt.Sprintf("--step must be at least 1µs, got %v", o.step)}
 	}
-	if p.Kind != Trace {
+	if p.Kind != simulate.Trace {
 		// The flags describe the pattern: a pattern they cannot make is a
-		// usage error, found before the run.
+		// simulateUsage error, found before the run.
 		if _, err := p.Events(); err != nil {
-			return Simulation{}, usageError{"pattern: " + err.Error()}
+			return simulate.Simulation{}, usageError{"pattern: " + err.Error()}
 		}
 	}
 	if o.trace != "" {
 		f, err := os.Open(o.trace)
 		if err != nil {
-			return Simulation{}, err
+			return simulate.Simulation{}, err
 		}
 		defer f.Close()
-		ev, err := ReadTrace(f)
+		ev, err := simulate.ReadTrace(f)
 		if err != nil {
-			return Simulation{}, fmt.Errorf("%s: %w", o.trace, err)
+			return simulate.Simulation{}, fmt.Errorf("%s: %w", o.trace, err)
 		}
 		sim.Pattern.Recorded, sim.Source = ev, o.trace
 		if !o.set["duration"] {
@@ -362,12 +355,12 @@ func (o *opts) simulation(lookup func(string) (string, bool)) (Simulation, error
 }
 
 // run simulates and writes the report and charts.
-func (o *opts) run(sim Simulation, stdout io.Writer) error {
+func (o *simOpts) run(sim simulate.Simulation, stdout io.Writer) error {
 	rep, err := sim.Run()
 	if err != nil {
 		return err
 	}
-	for _, c := range []struct{ file, format string }{{o.svg, SVG}, {o.png, PNG}} {
+	for _, c := range []struct{ file, format string }{{o.svg, simulate.SVG}, {o.png, simulate.PNG}} {
 		if c.file == "" {
 			continue
 		}
@@ -380,4 +373,88 @@ func (o *opts) run(sim Simulation, stdout io.Writer) error {
 		}
 	}
 	return rep.WriteText(stdout, o.table)
+}
+
+// parsePolicy parses a policy written on the command line as
+// ALGORITHM[:FIELD=VALUE,...], for example
+// "token_bucket:capacity=10,rate=1" or "sliding_log:limit=100,window=1m".
+// Fields are those of a config file's policy (capacity, limit, burst, rate,
+// window, mode, max_delay) plus name, the label in reports. Rates take the
+// config forms: 10, 0.5, 100/1m, 5/s.
+func parsePolicy(s string) (simulate.Spec, error) {
+	alg, fields, _ := strings.Cut(s, ":")
+	c := ratelimit.PolicyConfig{Algorithm: ratelimit.Algorithm(strings.TrimSpace(alg))}
+	var errs []error
+	if strings.TrimSpace(fields) != "" {
+		seen := map[string]bool{}
+		for _, f := range strings.Split(fields, ",") {
+			k, _, _ := strings.Cut(f, "=")
+			if k = strings.TrimSpace(k); seen[k] {
+				errs = append(errs, fmt.Errorf("%s given twice", k))
+				continue
+			}
+			seen[k] = true
+			if err := setField(&c, f); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return simulate.Spec{}, fmt.Errorf("policy %q: %w", s, errors.Join(errs...))
+	}
+	p, err := ratelimit.NewPolicy(c)
+	if err != nil {
+		return simulate.Spec{}, fmt.Errorf("policy %q: %w", s, err)
+	}
+	return simulate.Spec{Label: simulate.Label(p), Policy: p}, nil
+}
+
+// setField sets one FIELD=VALUE of c.
+func setField(c *ratelimit.PolicyConfig, f string) error {
+	k, v, ok := strings.Cut(f, "=")
+	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+	if !ok || v == "" {
+		return fmt.Errorf("%q: want FIELD=VALUE", f)
+	}
+	amount := func(dst *int64) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a whole number", k, v)
+		}
+		*dst = n
+		return nil
+	}
+	duration := func(dst *time.Duration) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a duration (write e.g. 1s, 100ms, 1m)", k, v)
+		}
+		*dst = d
+		return nil
+	}
+	switch k {
+	case "name":
+		c.Name = v
+	case "capacity":
+		return amount(&c.Capacity)
+	case "limit":
+		return amount(&c.Limit)
+	case "burst":
+		return amount(&c.Burst)
+	case "rate":
+		r, err := config.ParseRate(v)
+		if err != nil {
+			return err
+		}
+		c.Rate = r
+	case "window":
+		return duration(&c.Window)
+	case "max_delay":
+		return duration(&c.MaxDelay)
+	case "mode":
+		c.Mode = ratelimit.Mode(v)
+	default:
+		return fmt.Errorf("unknown field %q (name, capacity, limit, burst, rate, window, mode, max_delay)", k)
+	}
+	return nil
 }
