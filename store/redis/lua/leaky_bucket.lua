@@ -1,4 +1,4 @@
--- leaky_bucket.lua mirrors ratelimit.leakyBucketAt (ratelimit/leakybucket.go)
+-- leaky_bucket.lua mirrors kit.leakyBucketAt (ratelimit/kit/leakybucket.go)
 -- step for step: capacity c, one unit leaks every iv µs. State n = whole
 -- units queued, t = time the last whole unit leaked (now-t is partial
 -- progress). Admits when max(0, level − (now-last)/iv) + n ≤ c. In shape

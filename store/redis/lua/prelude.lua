@@ -5,9 +5,9 @@
 -- Lua's tostring prints only 14 significant digits and would round a Unix
 -- time in µs.
 
-local MAX_MICROS = 9007199254740992 -- 2^53, ratelimit.maxMicros
+local MAX_MICROS = 9007199254740992 -- 2^53, params.MaxMicros (ratelimit/internal/params)
 
--- mul_sat mirrors ratelimit.mulSat: a·b for non-negative a and b, saturated
+-- mul_sat mirrors params.MulSat: a·b for non-negative a and b, saturated
 -- at 2^53. A product above 2^53 rounds to a double ≥ 2^53, so min is exact.
 local function mul_sat(a, b)
   return math.min(MAX_MICROS, a * b)

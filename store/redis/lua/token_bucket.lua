@@ -1,4 +1,4 @@
--- token_bucket.lua mirrors ratelimit.tokenBucketAt (ratelimit/tokenbucket.go)
+-- token_bucket.lua mirrors kit.tokenBucketAt (ratelimit/kit/tokenbucket.go)
 -- step for step: capacity c, one token every iv µs. State n = whole tokens,
 -- t = time the last whole token was credited (so now-t is partial progress).
 -- Admits when min(c, tokens + (now-last)/iv) ≥ n.

@@ -1,11 +1,13 @@
-package ratelimit
+package kit
+
+import "github.com/sluice-gw/sluice/ratelimit"
 
 // leakyBucketAt: capacity C, one unit leaks every I µs. State N = whole units
 // queued, T = time the last whole unit leaked (now-T is partial progress).
 // Admits when max(0, level − (now-last)/I) + n ≤ C. In shape mode the request
 // is held until the units ahead of it have leaked: level·I − progress, and a
 // hold longer than max_delay is a denial.
-func leakyBucketAt(p *Policy, s *State, now, n int64, out *Decision) {
+func leakyBucketAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	c, iv := p.max, p.interval
 	level, last := int64(0), now
 	if s.Set {
@@ -21,9 +23,9 @@ func leakyBucketAt(p *Policy, s *State, now, n int64, out *Decision) {
 		}
 	}
 	progress := now - last // negative when the clock went back: waits lengthen
-	d := Decision{Limit: c}
+	d := ratelimit.Decision{Limit: c}
 	var wait int64 // shape mode: time the units ahead need to leak
-	if level > 0 && p.cfg.Mode == Shape {
+	if level > 0 && p.Mode() == ratelimit.Shape {
 		wait = mulSat(level, iv) - progress
 	}
 	fits := level+n <= c

@@ -1,9 +1,11 @@
-package ratelimit
+package kit
+
+import "github.com/sluice-gw/sluice/ratelimit"
 
 // tokenBucketAt: capacity C, one token every I µs. State N = whole tokens,
 // T = time the last whole token was credited (so now-T is partial progress).
 // Admits when min(C, tokens + (now-last)/I) ≥ n.
-func tokenBucketAt(p *Policy, s *State, now, n int64, out *Decision) {
+func tokenBucketAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	c, iv := p.max, p.interval
 	tokens, last := c, now
 	if s.Set {
@@ -21,7 +23,7 @@ func tokenBucketAt(p *Policy, s *State, now, n int64, out *Decision) {
 	// progress towards the next token, < iv unless full; negative when the
 	// clock went back, which lengthens every wait instead of shortening it.
 	progress := now - last
-	d := Decision{Limit: c}
+	d := ratelimit.Decision{Limit: c}
 	if tokens >= n {
 		tokens -= n
 		d.Allowed = true
