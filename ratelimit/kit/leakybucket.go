@@ -13,15 +13,7 @@ func leakyBucketAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	if s.Set {
 		level, last = s.N, s.T
 	}
-	if now > last {
-		leaked := (now - last) / iv
-		if leaked >= level {
-			level, last = 0, now
-		} else {
-			level -= leaked
-			last += leaked * iv
-		}
-	}
+	level, last = leak(iv, level, last, now)
 	progress := now - last // negative when the clock went back: waits lengthen
 	d := ratelimit.Decision{Limit: c}
 	var wait int64 // shape mode: time the units ahead need to leak
@@ -49,4 +41,19 @@ func leakyBucketAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 		d.Reset = micros(mulSat(level, iv) - progress)
 	}
 	*out = d
+}
+
+// leak takes out the whole units leaked since last (one every iv µs) and
+// returns the level and the time the last whole unit leaked; an empty bucket
+// has leaked up to now. The Lua scripts' leak, shared by their step and
+// refund, mirrors it.
+func leak(iv, level, last, now int64) (int64, int64) {
+	if now > last {
+		leaked := (now - last) / iv
+		if leaked >= level {
+			return 0, now
+		}
+		return level - leaked, last + leaked*iv
+	}
+	return level, last
 }

@@ -11,15 +11,7 @@ func tokenBucketAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	if s.Set {
 		tokens, last = s.N, s.T
 	}
-	if now > last {
-		refill := (now - last) / iv
-		if refill >= c-tokens {
-			tokens, last = c, now
-		} else {
-			tokens += refill
-			last += refill * iv
-		}
-	}
+	tokens, last = refill(c, iv, tokens, last, now)
 	// progress towards the next token, < iv unless full; negative when the
 	// clock went back, which lengthens every wait instead of shortening it.
 	progress := now - last
@@ -36,4 +28,19 @@ func tokenBucketAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 		d.Reset = micros(mulSat(c-tokens, iv) - progress)
 	}
 	*out = d
+}
+
+// refill credits the whole tokens earned since last (one every iv µs),
+// capped at c, and returns the tokens and the time the last whole token was
+// credited; a full bucket is credited up to now. The Lua scripts' refill,
+// shared by their step and refund, mirrors it.
+func refill(c, iv, tokens, last, now int64) (int64, int64) {
+	if now > last {
+		earned := (now - last) / iv
+		if earned >= c-tokens {
+			return c, now
+		}
+		return tokens + earned, last + earned*iv
+	}
+	return tokens, last
 }

@@ -15,15 +15,7 @@ local function leaky_bucket()
     if s.set then
       level, last = s.n, s.t
     end
-    if now > last then
-      local leaked = quo(now - last, iv)
-      if leaked >= level then
-        level, last = 0, now
-      else
-        level = level - leaked
-        last = last + leaked * iv
-      end
-    end
+    level, last = leak(iv, level, last, now)
     local progress = now - last -- negative when the clock went back: waits lengthen
     local d = decision()
     local wait = 0 -- shape mode: time the units ahead need to leak
@@ -62,16 +54,7 @@ local function leaky_bucket()
       return
     end
     local iv = p.per
-    local level, last = s.n, s.t
-    if now > last then
-      local leaked = quo(now - last, iv)
-      if leaked >= level then
-        level, last = 0, now
-      else
-        level = level - leaked
-        last = last + leaked * iv
-      end
-    end
+    local level, last = leak(iv, s.n, s.t, now)
     level = math.max(0, level - n)
     if level == 0 then
       redis.call('DEL', keys[1])

@@ -24,6 +24,36 @@ local function quo(a, b)
   return math.floor(q)
 end
 
+-- refill mirrors kit.refill (ratelimit/kit/tokenbucket.go): credit the
+-- whole tokens earned since last (one every iv µs), capped at c. It returns
+-- the tokens and the time the last whole token was credited; a full bucket
+-- is credited up to now. token_bucket's step and refund both refill here.
+local function refill(c, iv, tokens, last, now)
+  if now > last then
+    local earned = quo(now - last, iv)
+    if earned >= c - tokens then
+      return c, now
+    end
+    return tokens + earned, last + earned * iv
+  end
+  return tokens, last
+end
+
+-- leak mirrors kit.leak (ratelimit/kit/leakybucket.go): take out the whole
+-- units leaked since last (one every iv µs). It returns the level and the
+-- time the last whole unit leaked; an empty bucket has leaked up to now.
+-- leaky_bucket's step and refund both leak here.
+local function leak(iv, level, last, now)
+  if now > last then
+    local leaked = quo(now - last, iv)
+    if leaked >= level then
+      return 0, now
+    end
+    return level - leaked, last + leaked * iv
+  end
+  return level, last
+end
+
 -- int formats an integer-valued number in full.
 local function int(x)
   return string.format('%d', x)
