@@ -38,10 +38,11 @@ type policy struct {
 	max, interval, window, maxDelay int64
 }
 
-func policyOf(p *ratelimit.Policy) policy {
-	q := policy{Policy: p}
+// load fills q from p. It writes q in place: building a policy and copying
+// it costs a store-forwarding stall on every step.
+func (q *policy) load(p *ratelimit.Policy) {
+	q.Policy = p
 	q.max, q.interval, q.window, q.maxDelay = params.Of(p)
-	return q
 }
 
 // mulSat returns a·b for non-negative a and b, saturated at 2^53, as the

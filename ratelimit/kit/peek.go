@@ -15,11 +15,10 @@ import "github.com/sluice-gw/sluice/ratelimit"
 // PeekAt never writes to s, not even to s.Log's spare capacity, so it is safe
 // under a read lock shared with other readers.
 func PeekAt(p *ratelimit.Policy, s State, nowMicros, n int64) ratelimit.Decision {
-	q := policyOf(p)
 	s.Log = s.Log[:len(s.Log):len(s.Log)] // a step may append; make that copy
 	var d ratelimit.Decision
 	t := s
-	step(&q, &t, nowMicros, n, &d)
+	StepAt(p, &t, nowMicros, n, &d)
 	if d.Allowed {
 		// A cost above the limit is never admitted, and a denial reports the
 		// state as it is: that is the current Remaining and Reset. It is
@@ -27,7 +26,7 @@ func PeekAt(p *ratelimit.Policy, s State, nowMicros, n int64) ratelimit.Decision
 		// 2^53+1 rounds to 2^53 and would be admitted.
 		var cur ratelimit.Decision
 		t = s
-		step(&q, &t, nowMicros, 2*q.max, &cur)
+		StepAt(p, &t, nowMicros, 2*p.Max(), &cur)
 		d.Remaining, d.Reset, d.Next = cur.Remaining, cur.Reset, cur.Next
 	}
 	return d

@@ -46,13 +46,9 @@ type LogEntry struct {
 //
 // The Redis store's Lua scripts follow these same steps line by line.
 func StepAt(p *ratelimit.Policy, s *State, nowMicros, n int64, d *ratelimit.Decision) {
-	q := policyOf(p)
-	step(&q, s, nowMicros, n, d)
-}
-
-// step is StepAt on a policy already read.
-func step(p *policy, s *State, now, n int64, d *ratelimit.Decision) {
-	decide(p, s, now, n, d)
+	var q policy
+	q.load(p)
+	decide(&q, s, nowMicros, n, d)
 	if d.Remaining > 0 {
 		return
 	}
@@ -60,10 +56,10 @@ func step(p *policy, s *State, now, n int64, d *ratelimit.Decision) {
 		d.Next = d.RetryAfter
 		return
 	}
-	d.Next = nextUnitAt(p, *s, now)
+	d.Next = nextUnitAt(&q, *s, nowMicros)
 }
 
-// decide is step without Decision.Next.
+// decide is StepAt without Decision.Next.
 func decide(p *policy, s *State, now, n int64, d *ratelimit.Decision) {
 	switch p.Algorithm() {
 	case ratelimit.TokenBucket:
