@@ -8,11 +8,11 @@
 //
 // # Steps
 //
-// [StepAt] is one decision: the stored [State] of a key, the time in Unix
-// microseconds and the cost go in; the new state and a [ratelimit.Decision]
-// come out. It never reads a clock and never stores anything: a denial
-// leaves the state unchanged, and the caller stores the new state only when
-// admitted, keeping it for [TTL] of the decision, after which it is
+// [StepAt] is one decision: it takes the stored [State] of a key, the time
+// in Unix microseconds and the cost, updates the state in place and writes a
+// [ratelimit.Decision]. It never reads a clock and never stores anything: a
+// denial leaves the state as it was, and the caller stores the new state
+// only when admitted, keeping it for [TTL] of the decision, after which it is
 // equivalent to no state at all. [PeekAt] reports the same decision without
 // the request: Remaining and Reset as they are now.
 //
