@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // minimal is the smallest valid configuration.
@@ -384,7 +385,7 @@ func TestCompiledPolicies(t *testing.T) {
 	if got := ps["per-user"].String(); got != "token_bucket(capacity=10, rate=1/s)" {
 		t.Errorf("per-user = %s", got)
 	}
-	if got := ps["shaped"]; got.Mode() != ratelimit.Shape || got.MaxDelayMicros() != 2e6 {
+	if got := ps["shaped"]; got.Mode() != ratelimit.Shape || kit.ParamsOf(got).MaxDelayMicros != 2e6 {
 		t.Errorf("shaped = %s", got)
 	}
 	if c.Policy("nope") != nil {

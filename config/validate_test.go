@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // A shape policy without max_delay keeps its meaning, the wait bounded only
@@ -26,7 +27,7 @@ routes:
     limits: [{policy: shaped, key: ip}]
 `, nil)
 	p := c.Policy("shaped")
-	if p == nil || p.Mode() != ratelimit.Shape || p.MaxDelayMicros() != 0 {
+	if p == nil || p.Mode() != ratelimit.Shape || kit.ParamsOf(p).MaxDelayMicros != 0 {
 		t.Fatalf("Policy(shaped) = %v, want shape mode with MaxDelayMicros 0", p)
 	}
 	if eff := c.Effective(); strings.Contains(eff, "max_delay") {

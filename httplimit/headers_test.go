@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // TestUntilMore checks the RateLimit `t` parameter against the algorithms
@@ -32,10 +33,10 @@ func TestUntilMore(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			// Spread the burst a little so partial progress matters.
 			now := t0.UnixMicro() + 1_234_567
-			var s ratelimit.State
+			var s kit.State
 			var d ratelimit.Decision
 			for i := 0; i < 4; i++ {
-				s, d = ratelimit.StepAt(p, s, now, 1)
+				s, d = stepCopy(p, s, now, 1)
 				if !d.Allowed {
 					t.Fatalf("burst unit %d denied", i)
 				}
@@ -45,13 +46,13 @@ func TestUntilMore(t *testing.T) {
 			for _, c := range []struct {
 				d    ratelimit.Decision
 				cost int64
-			}{{d, 1}, {second(ratelimit.StepAt(p, s, now, 1)), 1}, {second(ratelimit.StepAt(p, s, now, 2)), 2}} {
+			}{{d, 1}, {second(stepCopy(p, s, now, 1)), 1}, {second(stepCopy(p, s, now, 2)), 2}} {
 				u := untilMore(c.d).Microseconds()
-				if _, at := ratelimit.StepAt(p, s, now+u, 1); !at.Allowed {
+				if _, at := stepCopy(p, s, now+u, 1); !at.Allowed {
 					t.Errorf("t = %dµs (decision %+v, cost %d): one unit still denied then", u, c.d, c.cost)
 				}
 				if u > 0 {
-					if _, before := ratelimit.StepAt(p, s, now+u-1, 1); before.Allowed {
+					if _, before := stepCopy(p, s, now+u-1, 1); before.Allowed {
 						t.Errorf("t = %dµs (decision %+v, cost %d): a unit was admitted 1µs earlier", u, c.d, c.cost)
 					}
 				}
@@ -70,15 +71,15 @@ func TestUntilMoreSaturated(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.LeakyBucket} {
 		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: alg, Capacity: 1_000_000_000_000, Rate: 0.001})
 		now := t0.UnixMicro()
-		s, d := ratelimit.StepAt(p, ratelimit.State{}, now, p.Max())
+		s, d := stepCopy(p, kit.State{}, now, p.Max())
 		if !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("%s: taking the whole capacity: %+v", alg, d)
 		}
 		u := untilMore(d)
-		if u <= 0 || u > time.Duration(p.IntervalMicros())*time.Microsecond {
-			t.Errorf("%s: t = %v with nothing left, want within one interval (%dµs) and above 0", alg, u, p.IntervalMicros())
+		if u <= 0 || u > time.Duration(kit.ParamsOf(p).IntervalMicros)*time.Microsecond {
+			t.Errorf("%s: t = %v with nothing left, want within one interval (%dµs) and above 0", alg, u, kit.ParamsOf(p).IntervalMicros)
 		}
-		if _, at := ratelimit.StepAt(p, s, now+u.Microseconds(), 1); !at.Allowed {
+		if _, at := stepCopy(p, s, now+u.Microseconds(), 1); !at.Allowed {
 			t.Errorf("%s: one unit still denied %v later", alg, u)
 		}
 	}
@@ -278,4 +279,12 @@ func TestUncountedNoHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepCopy runs kit.StepAt on a copy of s and returns the new state and the
+// decision, leaving s as it was.
+func stepCopy(p *ratelimit.Policy, s kit.State, nowMicros, n int64) (kit.State, ratelimit.Decision) {
+	var d ratelimit.Decision
+	kit.StepAt(p, &s, nowMicros, n, &d)
+	return s, d
 }

@@ -361,7 +361,7 @@ func (m *Middleware) collect(sc *scratch) (retry, delay time.Duration) {
 	for j := range sc.reqs {
 		i := sc.limitOf[j]
 		l, q, d := &m.limits[i], &sc.reqs[j], sc.out[j]
-		sc.evals = append(sc.evals, outcome{policy: q.Policy, d: d, cost: q.EffectiveCost(), shadow: l.Shadow})
+		sc.evals = append(sc.evals, outcome{policy: q.Policy, d: d, cost: max(1, q.Cost), shadow: l.Shadow})
 		v := Verdict{LimitID: l.ID, Policy: q.Policy, Key: sc.parts[i], Anonymous: sc.anon[i], Shadow: l.Shadow, Decision: d}
 		if v.Anonymous {
 			v.Key = nil

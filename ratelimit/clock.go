@@ -53,7 +53,3 @@ func (c *ManualClock) Set(t time.Time) {
 	defer c.mu.Unlock()
 	c.t = t
 }
-
-// UnixMicros returns t as integer microseconds since the Unix epoch, the time
-// unit of every algorithm step.
-func UnixMicros(t time.Time) int64 { return t.UnixMicro() }

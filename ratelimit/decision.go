@@ -39,6 +39,3 @@ type Decision struct {
 	// headers for the limit. A Store's own decisions never set it.
 	Uncounted bool
 }
-
-// micros converts microseconds to a Duration.
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

@@ -1,9 +1,11 @@
-// Package ratelimit holds sluice's rate-limiting core: policies, the six
-// algorithms as pure step functions, the Decision they return, the Clock
-// stores read, the [Store] contract and the [Limiter] facade. It imports only
-// the standard library; stores live in their own packages (store/memory,
-// store/redis) and the conformance suite every store passes lives in
-// ratelimit/ratelimittest.
+// Package ratelimit holds sluice's rate-limiting core as its users see it:
+// policies, the [Decision] a limit returns, the [Clock] stores read, the
+// [Store] contract and the [Limiter] facade. It needs only the standard
+// library. Stores live in their own packages (store/memory, store/redis);
+// what a store author needs to write one (the state, the six algorithms'
+// step function, peek, TTL and the request checks) is package
+// ratelimit/kit, as database/sql/driver is to database/sql; the conformance
+// suite every store passes is ratelimit/ratelimittest.
 //
 // # Policies
 //
@@ -21,20 +23,13 @@
 // NewPolicy reports every problem at once, each wrapping [ErrInvalidPolicy];
 // [Policy.CheckCost] reports [ErrInvalidCost] for a cost outside 1..Max().
 //
-// # Steps
+// # Decisions
 //
-// [StepAt] is one decision: the stored [State] of a key, the time in Unix
-// microseconds and the cost go in; the new state and a [Decision] come out.
-// It never reads a clock and never stores anything: a denial returns the
-// state unchanged, and the caller stores the new state only when admitted,
-// keeping it for [TTL] of the decision, after which it is equivalent to no
-// state at all. [PeekAt] reports the same decision without the request:
-// Remaining and Reset as they are now. A Decision carries Allowed, Limit,
-// Remaining (whole units after the request), Reset (until the limit is whole
-// again), RetryAfter (the earliest time the same request would be admitted),
-// Next (with nothing left, until one more unit is) and, in shape mode, Delay
-// (how long to hold the request). These are exact, to the microsecond, in
-// every algorithm.
+// A [Decision] carries Allowed, Limit, Remaining (whole units after the
+// request), Reset (until the limit is whole again), RetryAfter (the earliest
+// time the same request would be admitted), Next (with nothing left, until
+// one more unit is) and, in shape mode, Delay (how long to hold the
+// request). These are exact, to the microsecond, in every algorithm.
 //
 // # Stores and the Limiter
 //
@@ -43,10 +38,11 @@
 // and then every admitting limit consumes; otherwise nothing changes. A
 // shadow limit is reported but never denies. Time is the store's own: callers
 // never pass it (seed pitfall #1), so instances whose clocks disagree still
-// share one budget correctly. The memory store runs StepAt under a shard lock
-// on its injectable [Clock] (a [ManualClock] in tests); the Redis store runs
-// the same steps in Lua on Redis TIME. Both pass the same conformance suite,
-// and replaying one timeline on both gives identical decisions.
+// share one budget correctly. The memory store runs the algorithms' step
+// (ratelimit/kit's StepAt) under a shard lock on its injectable [Clock] (a
+// [ManualClock] in tests); the Redis store runs the same steps in Lua on
+// Redis TIME. Both pass the same conformance suite, and replaying one
+// timeline on both gives identical decisions.
 //
 // A [Limiter] is the small facade for one policy over many keys: Allow,
 // AllowN, Peek and Reset.

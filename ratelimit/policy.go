@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit/internal/params"
 )
 
 // Algorithm names one of the six rate-limiting algorithms. The string values
@@ -48,8 +50,6 @@ const (
 	MaxRate = 1e6
 	// MaxWindow is the longest window or max_delay: 366 days.
 	MaxWindow = 366 * 24 * time.Hour
-	// maxMicros saturates computed durations (about 285 years).
-	maxMicros = 1 << 53
 )
 
 // ErrInvalidPolicy is wrapped by every error NewPolicy returns.
@@ -252,16 +252,6 @@ func (p *Policy) Mode() Mode { return p.cfg.Mode }
 // Max returns the policy's limit: capacity, limit or burst, whichever applies.
 func (p *Policy) Max() int64 { return p.max }
 
-// IntervalMicros returns the microseconds per unit of rate (bucket algorithms
-// and gcra) or 0.
-func (p *Policy) IntervalMicros() int64 { return p.interval }
-
-// WindowMicros returns the window in microseconds (window algorithms) or 0.
-func (p *Policy) WindowMicros() int64 { return p.window }
-
-// MaxDelayMicros returns shape mode's max delay in microseconds; 0 means unbounded.
-func (p *Policy) MaxDelayMicros() int64 { return p.maxDelay }
-
 // Period returns the time the policy takes to restore its whole limit: the
 // window for window algorithms, max·interval for the others. It is the `w` of
 // the IETF RateLimit-Policy header.
@@ -269,7 +259,7 @@ func (p *Policy) Period() time.Duration {
 	if p.window > 0 {
 		return time.Duration(p.window) * time.Microsecond
 	}
-	return time.Duration(mulSat(p.max, p.interval)) * time.Microsecond
+	return time.Duration(params.MulSat(p.max, p.interval)) * time.Microsecond
 }
 
 // CheckCost reports ErrInvalidCost unless 1 ≤ n ≤ Max().
@@ -299,13 +289,4 @@ func (p *Policy) String() string {
 	default:
 		return fmt.Sprintf("%s(limit=%d, window=%v)", c.Algorithm, c.Limit, c.Window)
 	}
-}
-
-// mulSat returns a·b for non-negative a and b, saturated at 2^53. Lua's
-// math.min(2^53, a*b) gives the same result, so both sides agree.
-func mulSat(a, b int64) int64 {
-	if a != 0 && b > maxMicros/a {
-		return maxMicros
-	}
-	return min(a*b, maxMicros)
 }

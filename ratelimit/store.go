@@ -17,14 +17,6 @@ type Request struct {
 	Shadow bool
 }
 
-// cost returns the request's cost with the zero default applied.
-func (r Request) cost() int64 {
-	if r.Cost == 0 {
-		return 1
-	}
-	return r.Cost
-}
-
 // Store evaluates rate limits against shared state. Implementations must be
 // safe for concurrent use.
 //
@@ -41,6 +33,9 @@ func (r Request) cost() int64 {
 //   - An error means the store could not decide (timeout, connection, bad
 //     input such as ErrInvalidCost); out is then undefined. Being limited is
 //     never an error.
+//
+// Package [github.com/sluice-gw/sluice/ratelimit/kit] holds what a store
+// author needs: the state, the step function and the request checks.
 type Store interface {
 	// Evaluate decides reqs all-or-nothing, writes one Decision per request
 	// into out[:len(reqs)] and reports whether the request is admitted.
@@ -52,23 +47,3 @@ type Store interface {
 	// Reset deletes the state of each limit, restoring its full budget.
 	Reset(ctx context.Context, reqs []Request) error
 }
-
-// CheckRequests validates what a Store is given: a non-nil policy and a cost
-// within it for every request, and room in out. Stores call it first.
-func CheckRequests(reqs []Request, out []Decision) error {
-	if len(out) < len(reqs) {
-		return errShortOut
-	}
-	for i := range reqs {
-		if reqs[i].Policy == nil {
-			return errNilPolicy
-		}
-		if err := reqs[i].Policy.CheckCost(reqs[i].cost()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// EffectiveCost returns the cost with the default applied: Cost, or 1 when Cost is 0.
-func (r Request) EffectiveCost() int64 { return r.cost() }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -241,7 +242,7 @@ func TestExactSlidingLog(t *testing.T) {
 
 // TestRunMatchesStep replays the simulation's decisions with the pure step
 // function: Run goes through the memory store but must decide exactly as
-// ratelimit.StepAt does on the same timeline.
+// kit.StepAt does on the same timeline.
 func TestRunMatchesStep(t *testing.T) {
 	t.Parallel()
 	ev, err := Pattern{Kind: Poisson, RPS: 30, Duration: 30 * time.Second, Seed: 5, Cost: 2}.Events()
@@ -257,9 +258,9 @@ func TestRunMatchesStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		var st ratelimit.State
+		var st kit.State
 		for i, e := range ev {
-			next, d := ratelimit.StepAt(r.Policy, st, Epoch.Add(e.At).UnixMicro(), e.Cost)
+			next, d := stepCopy(r.Policy, st, Epoch.Add(e.At).UnixMicro(), e.Cost)
 			if d.Allowed {
 				st = next
 			}
@@ -284,4 +285,12 @@ func TestSpecMeasureWindow(t *testing.T) {
 	if got := (Spec{Policy: p, Window: time.Minute}).MeasureWindow(); got != time.Minute {
 		t.Errorf("MeasureWindow with Window 1m = %v, want 1m", got)
 	}
+}
+
+// stepCopy runs kit.StepAt on a copy of s and returns the new state and the
+// decision, leaving s as it was.
+func stepCopy(p *ratelimit.Policy, s kit.State, nowMicros, n int64) (kit.State, ratelimit.Decision) {
+	var d ratelimit.Decision
+	kit.StepAt(p, &s, nowMicros, n, &d)
+	return s, d
 }

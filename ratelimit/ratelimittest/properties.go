@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // arrival is one generated request: dt µs after the previous one, of cost
@@ -82,8 +83,8 @@ func bucketPolicy(rt *rapid.T, c ratelimit.PolicyConfig, iv int64) *ratelimit.Po
 	if err != nil {
 		rt.Fatalf("NewPolicy(%+v): %v", c, err)
 	}
-	if p.IntervalMicros() != iv {
-		rt.Fatalf("rate %v: interval %dµs, want %d", c.Rate, p.IntervalMicros(), iv)
+	if kit.ParamsOf(p).IntervalMicros != iv {
+		rt.Fatalf("rate %v: interval %dµs, want %d", c.Rate, kit.ParamsOf(p).IntervalMicros, iv)
 	}
 	return p
 }
@@ -110,7 +111,7 @@ type limitUnderTest struct {
 func (e *env) play(rt *rapid.T, seq []arrival, limits []*limitUnderTest) {
 	for i := range seq {
 		e.clock.Advance(micros(seq[i].dt))
-		now := ratelimit.UnixMicros(e.clock.Now())
+		now := e.clock.Now().UnixMicro()
 		seq[i].at = now
 		for _, l := range limits {
 			l.req.Cost = seq[i].cost
@@ -298,7 +299,7 @@ func (s *suite) propSlidingWindow(t *testing.T) {
 		got := make([]ratelimit.Decision, len(seq))
 		for i := range seq {
 			e.clock.Advance(micros(seq[i].dt))
-			now := ratelimit.UnixMicros(e.clock.Now())
+			now := e.clock.Now().UnixMicro()
 			seq[i].at = now
 			req.Cost = seq[i].cost
 			want := m.peek(now, req.Cost)
@@ -388,7 +389,7 @@ func (s *suite) propMultiLimit(t *testing.T) {
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for step := range steps {
 			e.clock.Advance(micros(rapid.Int64Range(0, 600_000).Draw(rt, "dt")))
-			now := ratelimit.UnixMicros(e.clock.Now())
+			now := e.clock.Now().UnixMicro()
 			want := make([]ratelimit.Decision, len(reqs))
 			wantAdmitted := true
 			for i := range reqs {
@@ -421,7 +422,7 @@ func (s *suite) propMultiLimit(t *testing.T) {
 
 // propMatchesStepAt replays random sequences, with the clock sometimes going
 // back, on every algorithm and compares each Evaluate and Peek with
-// ratelimit.StepAt and PeekAt on a state kept here the way a store keeps it
+// kit.StepAt and PeekAt on a state kept here the way a store keeps it
 // (stored on admission, expired TTL after): every store must decide exactly
 // as the core does, so that one timeline gives the same decisions on all of
 // them. The clock goes back only while the key has not expired, since a
@@ -446,10 +447,11 @@ func (s *suite) propMatchesStepAt(t *testing.T) {
 		if err != nil {
 			rt.Fatalf("NewPolicy(%+v): %v", cfg, err)
 		}
-		scale := p.IntervalMicros() + p.WindowMicros()
+		q := kit.ParamsOf(p)
+		scale := q.IntervalMicros + q.WindowMicros
 		req := ratelimit.Request{Key: e.start(rt, &n, scale), Policy: p}
 		var (
-			state   ratelimit.State
+			state   kit.State
 			expires int64
 			maxSeen int64
 		)
@@ -460,24 +462,25 @@ func (s *suite) propMatchesStepAt(t *testing.T) {
 				dt = -rapid.Int64Range(1, 2*scale).Draw(rt, "back by")
 			}
 			e.clock.Advance(micros(dt))
-			now := ratelimit.UnixMicros(e.clock.Now())
+			now := e.clock.Now().UnixMicro()
 			maxSeen = max(maxSeen, now)
 			cur := state
 			if now >= expires {
-				cur = ratelimit.State{}
+				cur = kit.State{}
 			}
 			req.Cost = rapid.Int64Range(1, limit).Draw(rt, "cost")
 			call := fmt.Sprintf("%v, step %d: Peek(%+dµs, cost %d)", p, i, dt, req.Cost)
-			if d := diff(call, e.peek1(req), ratelimit.PeekAt(p, cur, now, req.Cost)); len(d) > 0 {
+			if d := diff(call, e.peek1(req), kit.PeekAt(p, cur, now, req.Cost)); len(d) > 0 {
 				rt.Fatal(strings.Join(d, "\n"))
 			}
-			next, want := ratelimit.StepAt(p, cur, now, req.Cost)
+			next, want := cur, ratelimit.Decision{}
+			kit.StepAt(p, &next, now, req.Cost, &want)
 			call = fmt.Sprintf("%v, step %d: Evaluate(%+dµs, cost %d)", p, i, dt, req.Cost)
 			if d := diff(call, e.evaluate1(req), want); len(d) > 0 {
 				rt.Fatal(strings.Join(d, "\n"))
 			}
 			if want.Allowed {
-				state, expires = next, now+ratelimit.TTL(want)
+				state, expires = next, now+kit.TTL(want).Microseconds()
 			}
 		}
 	})

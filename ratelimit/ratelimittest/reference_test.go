@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/ratelimit/ratelimittest"
 )
 
 // refStore is the simplest correct Store: one map under one mutex over
-// ratelimit.StepAt, with keys expiring after their TTL. It lets the suite run
+// kit.StepAt, with keys expiring after their TTL. It lets the suite run
 // without any real store, and is the base of the broken stores below.
 type refStore struct {
 	clock ratelimit.Clock
@@ -24,7 +25,7 @@ type refStore struct {
 }
 
 type refEntry struct {
-	s       ratelimit.State
+	s       kit.State
 	expires int64 // µs
 }
 
@@ -36,21 +37,21 @@ func newRefStore(clock ratelimit.Clock) *refStore {
 
 func (r *refStore) now() int64 {
 	if r.bug == "system_clock" {
-		return ratelimit.UnixMicros(time.Now())
+		return time.Now().UnixMicro()
 	}
-	return ratelimit.UnixMicros(r.clock.Now())
+	return r.clock.Now().UnixMicro()
 }
 
-func (r *refStore) load(key string, now int64) ratelimit.State {
+func (r *refStore) load(key string, now int64) kit.State {
 	e, ok := r.m[key]
 	if !ok || (now >= e.expires && r.bug != "no_expiry") {
-		return ratelimit.State{}
+		return kit.State{}
 	}
 	return e.s
 }
 
 func (r *refStore) Evaluate(_ context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return false, err
 	}
 	r.mu.Lock()
@@ -59,10 +60,10 @@ func (r *refStore) Evaluate(_ context.Context, reqs []ratelimit.Request, out []r
 	if r.bug == "caller_clock_skew" {
 		now += 1000 // a gateway clock 1ms ahead of the store's
 	}
-	next := make([]ratelimit.State, len(reqs))
+	next := make([]kit.State, len(reqs))
 	admitted := true
 	for i, q := range reqs {
-		next[i], out[i] = ratelimit.StepAt(q.Policy, r.load(q.Key, now), now, q.EffectiveCost())
+		next[i], out[i] = stepCopy(q.Policy, r.load(q.Key, now), now, kit.Cost(q))
 		if !out[i].Allowed && !q.Shadow {
 			admitted = false
 		}
@@ -70,13 +71,13 @@ func (r *refStore) Evaluate(_ context.Context, reqs []ratelimit.Request, out []r
 	for i, q := range reqs {
 		switch {
 		case admitted && out[i].Allowed, r.bug == "consume_on_denial" && out[i].Allowed:
-			ttl := ratelimit.TTL(out[i])
+			ttl := kit.TTL(out[i]).Microseconds()
 			if r.bug == "short_ttl" {
 				ttl = min(ttl, q.Policy.Period().Microseconds())
 			}
 			r.m[q.Key] = refEntry{s: next[i], expires: now + ttl}
 		case out[i].Allowed && r.bug != "report_after":
-			out[i] = ratelimit.PeekAt(q.Policy, r.load(q.Key, now), now, q.EffectiveCost())
+			out[i] = kit.PeekAt(q.Policy, r.load(q.Key, now), now, kit.Cost(q))
 		}
 	}
 	if r.bug == "shadow_denies" {
@@ -90,7 +91,7 @@ func (r *refStore) Evaluate(_ context.Context, reqs []ratelimit.Request, out []r
 }
 
 func (r *refStore) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) error {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -98,10 +99,10 @@ func (r *refStore) Peek(_ context.Context, reqs []ratelimit.Request, out []ratel
 	now := r.now()
 	for i, q := range reqs {
 		if r.bug == "peek_is_step" {
-			_, out[i] = ratelimit.StepAt(q.Policy, r.load(q.Key, now), now, q.EffectiveCost())
+			_, out[i] = stepCopy(q.Policy, r.load(q.Key, now), now, kit.Cost(q))
 			continue
 		}
-		out[i] = ratelimit.PeekAt(q.Policy, r.load(q.Key, now), now, q.EffectiveCost())
+		out[i] = kit.PeekAt(q.Policy, r.load(q.Key, now), now, kit.Cost(q))
 	}
 	return nil
 }
@@ -175,4 +176,12 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepCopy runs kit.StepAt on a copy of s and returns the new state and the
+// decision, leaving s as it was.
+func stepCopy(p *ratelimit.Policy, s kit.State, nowMicros, n int64) (kit.State, ratelimit.Decision) {
+	var d ratelimit.Decision
+	kit.StepAt(p, &s, nowMicros, n, &d)
+	return s, d
 }

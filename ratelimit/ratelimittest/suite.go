@@ -19,7 +19,7 @@
 //     the model: no more than C + r·T admitted over any T by the buckets and
 //     gcra, no more than L per aligned window, no more than L in any sliding
 //     log window, shape mode's output never faster than r. Last, every
-//     Evaluate and Peek must equal [ratelimit.StepAt] and [ratelimit.PeekAt]
+//     Evaluate and Peek must equal [kit.StepAt] and [kit.PeekAt]
 //     on the same state and time, so that one timeline gives the same
 //     decisions on every store.
 //
@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // Factory returns a fresh, empty Store whose clock is clock (the suite drives
@@ -160,7 +161,7 @@ func (e *env) evaluate1(r ratelimit.Request) ratelimit.Decision {
 	e.t.Helper()
 	ok, out := e.evaluate(r)
 	if ok != out[0].Allowed {
-		e.t.Errorf("Evaluate(%s, cost %d) returned admitted=%v but Decision.Allowed=%v", e.when(), r.EffectiveCost(), ok, out[0].Allowed)
+		e.t.Errorf("Evaluate(%s, cost %d) returned admitted=%v but Decision.Allowed=%v", e.when(), kit.Cost(r), ok, out[0].Allowed)
 	}
 	return out[0]
 }
@@ -188,11 +189,11 @@ func (e *env) reset(reqs ...ratelimit.Request) {
 
 func costs(reqs []ratelimit.Request) string {
 	if len(reqs) == 1 {
-		return fmt.Sprintf("cost %d", reqs[0].EffectiveCost())
+		return fmt.Sprintf("cost %d", kit.Cost(reqs[0]))
 	}
 	parts := make([]string, len(reqs))
 	for i, r := range reqs {
-		parts[i] = fmt.Sprint(r.EffectiveCost())
+		parts[i] = fmt.Sprint(kit.Cost(r))
 	}
 	return "costs " + strings.Join(parts, ",")
 }

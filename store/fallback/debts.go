@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // debtShards is the number of independently locked parts of the debts.
@@ -100,14 +101,14 @@ func (d *debts) owes(reqs []ratelimit.Request) bool {
 }
 
 // charge records the keys of an admitted local decision as owing until
-// their local state is full again (ratelimit.TTL of the decision).
+// their local state is full again (kit.TTL of the decision).
 func (d *debts) charge(reqs []ratelimit.Request, out []ratelimit.Decision) {
 	now := d.now()
 	for i := range reqs {
 		if reqs[i].Shadow && !out[i].Allowed {
 			continue // consumed nothing
 		}
-		exp := addSaturating(now, ratelimit.TTL(out[i]))
+		exp := addSaturating(now, kit.TTL(out[i]).Microseconds())
 		key, sh := d.key(reqs[i].Key)
 		sh.mu.Lock()
 		old, ok := sh.m[key]

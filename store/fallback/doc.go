@@ -71,7 +71,7 @@
 //     continues from it: no fresh burst when the breaker opens.
 //  2. Every key the fallback admits a request for is remembered as owing
 //     (a debt), until its local state would be back to full
-//     ([ratelimit.TTL] of its last local decision). A request that touches
+//     ([kit.TTL] of its last local decision). A request that touches
 //     an owing key is decided local-first even when the primary works: the
 //     Local store decides (and consumes); only if it admits is the primary
 //     asked, and the request is admitted only if both admit. Units admitted

@@ -5,11 +5,12 @@ import (
 	"fmt"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // Evaluate decides reqs all-or-nothing, as [ratelimit.Store] describes: on
 // the primary while it works, otherwise by the Store's mode (see the package
-// documentation). It returns the error of [ratelimit.CheckRequests] for an
+// documentation). It returns the error of [kit.CheckRequests] for an
 // invalid request (wrapping [ratelimit.ErrInvalidCost] for a bad cost) and
 // ctx.Err() when the caller's context ends during the primary call; in Deny
 // mode, while the primary is unavailable, an error wrapping
@@ -47,7 +48,7 @@ func (o observed) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 
 // evaluate is Evaluate, reporting fallback decisions to hook too.
 func (s *Store) evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision, hook func(context.Context, Mode)) (bool, error) {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return false, err
 	}
 	if len(reqs) == 0 {
@@ -193,7 +194,7 @@ func (s *Store) record(ctx context.Context, reqs []ratelimit.Request, out []rate
 // and Deny modes) it returns an error wrapping [ErrUnavailable]. Invalid
 // requests and the caller's cancellation are returned as by Evaluate.
 func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) error {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return err
 	}
 	if len(reqs) == 0 {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // maxInline is the number of limits one call decides in fixed arrays on the
@@ -20,12 +21,12 @@ func (s *Store) Evaluate(_ context.Context, reqs []ratelimit.Request, out []rate
 	if len(reqs) == 1 && len(out) > 0 {
 		r := &reqs[0]
 		if p := r.Policy; p != nil {
-			if n := r.EffectiveCost(); n >= 1 && n <= p.Max() {
+			if n := kit.Cost(*r); n >= 1 && n <= p.Max() {
 				return s.evaluateOne(r, n, &out[0]), nil
 			}
 		}
 	}
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return false, err
 	}
 	return s.evaluateMany(reqs, out), nil
@@ -42,10 +43,10 @@ func (s *Store) evaluateOne(r *ratelimit.Request, n int64, d *ratelimit.Decision
 	if i := t.find(k); i >= 0 {
 		t.step(i, p, now, n, d)
 	} else if t.len() < s.perShard {
-		var st ratelimit.State
-		ratelimit.StepInPlaceAt(p, &st, now, n, d)
+		var st kit.State
+		kit.StepAt(p, &st, now, n, d)
 		if d.Allowed { // always, from no state, but a denial must store nothing
-			t.store(t.insert(k), &st, p, now+ratelimit.TTL(*d))
+			t.store(t.insert(k), &st, p, now+kit.TTL(*d).Microseconds())
 		}
 	} else {
 		sh.mu.Unlock()
@@ -86,7 +87,7 @@ type ref struct {
 	of        *entry // the overflow budget, when shard is -1
 	digest    digest // the key's
 	fresh     bool   // the slot was inserted by this call and is deleted unless stored
-	state     ratelimit.State
+	state     kit.State
 	policy    *ratelimit.Policy // the policy whose algorithm state belongs to
 	expiresAt int64
 	dirty     bool // some limit admitted: state is to be stored
@@ -101,12 +102,12 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 		idBuf   [maxInline]int
 		refBuf  [maxInline]ref
 		ofBuf   [maxInline]int
-		seenBuf [maxInline]ratelimit.State
+		seenBuf [maxInline]kit.State
 	)
 	ids, refs, refOf, seen := idBuf[:0], refBuf[:0], ofBuf[:], seenBuf[:]
 	if len(reqs) > maxInline {
 		ids, refs = make([]int, 0, len(reqs)), make([]ref, 0, len(reqs))
-		refOf, seen = make([]int, len(reqs)), make([]ratelimit.State, len(reqs))
+		refOf, seen = make([]int, len(reqs)), make([]kit.State, len(reqs))
 	}
 	ids = s.lockShards(reqs, ids)
 	for _, k := range ids {
@@ -148,22 +149,22 @@ func (s *Store) evaluateMany(reqs []ratelimit.Request, out []ratelimit.Decision)
 // decide steps every request in order against its slot's evolving state,
 // writes the decisions to out and reports whether the request is admitted:
 // every non-shadow limit admits. If it is not, nothing is consumed, and a
-// limit that would admit reports its state as it is (ratelimit.PeekAt on the
+// limit that would admit reports its state as it is (kit.PeekAt on the
 // state it saw, kept in seen).
-func decide(reqs []ratelimit.Request, out []ratelimit.Decision, refs []ref, refOf []int, seen []ratelimit.State, now int64) bool {
+func decide(reqs []ratelimit.Request, out []ratelimit.Decision, refs []ref, refOf []int, seen []kit.State, now int64) bool {
 	admitted := true
 	for i := range reqs {
 		r, sl := &reqs[i], &refs[refOf[i]]
 		st := sl.state
 		if sl.policy != r.Policy && sl.policy.Algorithm() != r.Policy.Algorithm() {
-			st = ratelimit.State{}
+			st = kit.State{}
 		}
 		seen[i] = st
 		d := &out[i]
-		ratelimit.StepInPlaceAt(r.Policy, &st, now, r.EffectiveCost(), d)
+		kit.StepAt(r.Policy, &st, now, kit.Cost(*r), d)
 		switch {
 		case d.Allowed:
-			sl.state, sl.policy, sl.expiresAt, sl.dirty = st, r.Policy, now+ratelimit.TTL(*d), true
+			sl.state, sl.policy, sl.expiresAt, sl.dirty = st, r.Policy, now+kit.TTL(*d).Microseconds(), true
 		case !r.Shadow:
 			admitted = false
 		}
@@ -171,7 +172,7 @@ func decide(reqs []ratelimit.Request, out []ratelimit.Decision, refs []ref, refO
 	if !admitted {
 		for i := range reqs {
 			if out[i].Allowed {
-				out[i] = ratelimit.PeekAt(reqs[i].Policy, seen[i], now, reqs[i].EffectiveCost())
+				out[i] = kit.PeekAt(reqs[i].Policy, seen[i], now, kit.Cost(reqs[i]))
 			}
 		}
 	}
@@ -226,7 +227,7 @@ func (s *Store) finish(refs []ref, admitted bool) {
 // whose shard is full reports its policy's overflow budget. Errors are as for
 // Evaluate.
 func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) error {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return err
 	}
 	var idBuf [maxInline]int
@@ -235,7 +236,7 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 	overflowLocked := false
 	for i := range reqs {
 		r := &reqs[i]
-		st := ratelimit.State{}
+		st := kit.State{}
 		d := s.digest(r.Key)
 		t := &s.shards[d.hash&s.mask].t
 		if i := t.find(d); i >= 0 {
@@ -249,7 +250,7 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 				st = e.stateFor(r.Policy, now)
 			}
 		}
-		out[i] = ratelimit.PeekAt(r.Policy, st, now, r.EffectiveCost())
+		out[i] = kit.PeekAt(r.Policy, st, now, kit.Cost(*r))
 	}
 	if overflowLocked {
 		s.overflow.mu.Unlock()

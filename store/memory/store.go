@@ -44,7 +44,7 @@
 //
 // # Expiry
 //
-// A key is kept for [ratelimit.TTL] of its last admitting decision, that is,
+// A key is kept for [kit.TTL] of its last admitting decision, that is,
 // until its state is equivalent to no state at all. A key past that time is
 // treated as unset even before it is removed, and a sweeper goroutine removes
 // such keys every Options.SweepInterval, locking one shard at a time. Close
@@ -84,6 +84,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // Defaults applied by New to zero Options fields.
@@ -161,7 +162,7 @@ type shard struct {
 
 // entry is the state of one overflow budget.
 type entry struct {
-	state ratelimit.State
+	state kit.State
 	// policy wrote state; a policy of another algorithm treats state as unset.
 	// Nil for an entry created during an Evaluate that has not stored yet.
 	policy    *ratelimit.Policy
@@ -288,12 +289,12 @@ func (s *Store) shardIndex(key string) int { return int(maphash.String(s.seeds.h
 
 // stateFor returns the state p should start from at now: e's state, or no
 // state when e has expired or was written by another algorithm.
-func (e *entry) stateFor(p *ratelimit.Policy, now int64) ratelimit.State {
+func (e *entry) stateFor(p *ratelimit.Policy, now int64) kit.State {
 	if e.policy == nil || now >= e.expiresAt ||
 		(e.policy != p && e.policy.Algorithm() != p.Algorithm()) {
 		// Not e's sliding-log array: a step appends into it, and a clock set
 		// back could make the stored state current again.
-		return ratelimit.State{}
+		return kit.State{}
 	}
 	return e.state
 }
@@ -305,19 +306,19 @@ func (e *entry) step(p *ratelimit.Policy, now, n int64, d *ratelimit.Decision) {
 		if e.policy == nil || now >= e.expiresAt || e.policy.Algorithm() != p.Algorithm() {
 			// From no state a valid cost is always admitted, so this is
 			// overwritten below; the log's array is kept for reuse.
-			e.state = ratelimit.State{Log: e.state.Log[:0]}
+			e.state = kit.State{Log: e.state.Log[:0]}
 		}
 	}
 	log := e.state.Log
-	ratelimit.StepInPlaceAt(p, &e.state, now, n, d)
+	kit.StepAt(p, &e.state, now, n, d)
 	if d.Allowed {
 		e.state.Log = reuseLog(log, e.state.Log)
-		e.policy, e.expiresAt = p, now+ratelimit.TTL(*d)
+		e.policy, e.expiresAt = p, now+kit.TTL(*d).Microseconds()
 	}
 }
 
 // store records st as e's state, written by p and kept until expiresAt.
-func (e *entry) store(st ratelimit.State, p *ratelimit.Policy, expiresAt int64) {
+func (e *entry) store(st kit.State, p *ratelimit.Policy, expiresAt int64) {
 	st.Log = reuseLog(e.state.Log, st.Log)
 	e.state, e.policy, e.expiresAt = st, p, expiresAt
 }
@@ -327,7 +328,7 @@ func (e *entry) store(st ratelimit.State, p *ratelimit.Policy, expiresAt int64) 
 // old's array when it still lives there. Without this, every dropped entry
 // would shrink the array's usable capacity and appends would keep
 // reallocating.
-func reuseLog(old, next []ratelimit.LogEntry) []ratelimit.LogEntry {
+func reuseLog(old, next []kit.LogEntry) []kit.LogEntry {
 	if cap(old) == 0 || len(next) == 0 || cap(next) == cap(old) {
 		return next
 	}

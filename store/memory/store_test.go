@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 var t0 = time.Unix(1_764_000_000, 0) // aligned to every window up to an hour
@@ -538,7 +539,7 @@ func TestSlidingLogReusesArray(t *testing.T) {
 	s := newTestStore(t, Options{Clock: clock})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "sl", Algorithm: ratelimit.SlidingLog, Limit: 10, Window: 10 * time.Millisecond})
 	r := ratelimit.Request{Key: "k", Policy: p}
-	var array *ratelimit.LogEntry
+	var array *kit.LogEntry
 	for i := range 1000 {
 		if ok, _ := evaluate(t, s, r); !ok {
 			t.Fatalf("request %d denied, want allowed (one per ms, 10 per 10ms)", i)

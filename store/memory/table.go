@@ -1,6 +1,9 @@
 package memory
 
-import "github.com/sluice-gw/sluice/ratelimit"
+import (
+	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
+)
 
 // slotShift is the number of low hash bits that choose a key's shard; a
 // table indexes its slots with the bits above them, so the keys of one shard
@@ -46,7 +49,7 @@ type slot struct {
 	check     uint64            // the digest's check
 	policy    *ratelimit.Policy // wrote the state; nil: no state yet
 	expiresAt int64             // µs; from then on the state is equivalent to no state
-	// The state's fields other than Prev and Log (see ratelimit.State).
+	// The state's fields other than Prev and Log (see kit.State).
 	n, t int64
 	cold uint32 // 1 + index in table.cold of the key's Prev and Log; 0: none (both zero)
 	set  bool
@@ -57,7 +60,7 @@ type slot struct {
 // free record's prev links to the next free one (1 + index; 0 ends the list).
 type coldState struct {
 	prev int64
-	log  []ratelimit.LogEntry
+	log  []kit.LogEntry
 }
 
 // home returns the index of the slot where a probe for h starts, for a slot
@@ -258,19 +261,19 @@ func (t *table) valid(i int, p *ratelimit.Policy, now int64) bool {
 // stateFor returns the state p should start from at now in slot i: the
 // stored state, or no state when it has expired or belongs to another
 // algorithm.
-func (t *table) stateFor(i int, p *ratelimit.Policy, now int64) ratelimit.State {
+func (t *table) stateFor(i int, p *ratelimit.Policy, now int64) kit.State {
 	if !t.valid(i, p, now) {
 		// Not the slot's sliding-log array: a step appends into it, and a
 		// clock set back could make the stored state current again.
-		return ratelimit.State{}
+		return kit.State{}
 	}
 	return t.rawState(i)
 }
 
 // rawState returns slot i's state as stored, whether current or not.
-func (t *table) rawState(i int) ratelimit.State {
+func (t *table) rawState(i int) kit.State {
 	s := &t.slots[i]
-	st := ratelimit.State{Set: s.set, N: s.n, T: s.t}
+	st := kit.State{Set: s.set, N: s.n, T: s.t}
 	if s.cold != 0 {
 		c := &t.cold[s.cold-1]
 		st.Prev, st.Log = c.prev, c.log
@@ -281,7 +284,7 @@ func (t *table) rawState(i int) ratelimit.State {
 // step decides a request of cost n under p at now against slot i's state
 // into *d, and stores the new state if the request is admitted.
 func (t *table) step(i int, p *ratelimit.Policy, now, n int64, d *ratelimit.Decision) {
-	var st ratelimit.State
+	var st kit.State
 	if s := &t.slots[i]; t.valid(i, p, now) {
 		// rawState's fields, set in place: returning the whole State here
 		// costs the single-key path about 15 ns.
@@ -295,15 +298,15 @@ func (t *table) step(i int, p *ratelimit.Policy, now, n int64, d *ratelimit.Deci
 		// overwritten below; the log's array is kept for reuse.
 		st.Log = t.cold[s.cold-1].log[:0]
 	}
-	ratelimit.StepInPlaceAt(p, &st, now, n, d)
+	kit.StepAt(p, &st, now, n, d)
 	if d.Allowed {
-		t.store(i, &st, p, now+ratelimit.TTL(*d))
+		t.store(i, &st, p, now+kit.TTL(*d).Microseconds())
 	}
 }
 
 // store records *st as slot i's state, written by p and kept until
 // expiresAt.
-func (t *table) store(i int, st *ratelimit.State, p *ratelimit.Policy, expiresAt int64) {
+func (t *table) store(i int, st *kit.State, p *ratelimit.Policy, expiresAt int64) {
 	s := &t.slots[i]
 	s.policy, s.expiresAt = p, expiresAt
 	s.set, s.n, s.t = st.Set, st.N, st.T

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // tracked reports whether key has a slot in its shard's table.
@@ -25,14 +26,14 @@ func (s *Store) tracked(key string) bool {
 
 // storedState returns key's state as stored, whatever wrote it, or no state
 // if key is not tracked.
-func (s *Store) storedState(key string) ratelimit.State {
+func (s *Store) storedState(key string) kit.State {
 	d := s.digest(key)
 	sh := &s.shards[d.hash&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i := sh.t.find(d)
 	if i < 0 {
-		return ratelimit.State{}
+		return kit.State{}
 	}
 	return sh.t.rawState(i)
 }
@@ -164,9 +165,9 @@ var (
 
 // putState stores a state derived from m into slot i, under p.
 func putState(tb *table, i int, p *ratelimit.Policy, m modelEntry) {
-	st := ratelimit.State{Set: true, N: m.n, T: 1, Prev: m.prev}
+	st := kit.State{Set: true, N: m.n, T: 1, Prev: m.prev}
 	if m.log > 0 {
-		st.Log = make([]ratelimit.LogEntry, m.log)
+		st.Log = make([]kit.LogEntry, m.log)
 	}
 	tb.store(i, &st, p, m.expiresAt)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-gw/sluice/internal/redistest"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/ratelimit/ratelimittest"
 )
 
@@ -46,7 +47,7 @@ func runBatch(t *testing.T, s *Store, reqs [][]ratelimit.Request) []batchResult 
 	bt.ctx, bt.cancel = context.WithTimeout(context.Background(), s.timeout)
 	ms := make([]*member, len(reqs))
 	for i, r := range reqs {
-		if err := ratelimit.CheckRequests(r, make([]ratelimit.Decision, len(r))); err != nil {
+		if err := kit.CheckRequests(r, make([]ratelimit.Decision, len(r))); err != nil {
 			t.Fatal(err)
 		}
 		ms[i] = &member{ctx: context.Background(), cl: s.newCall(modeEvaluate, now, r, nil), n: len(r)}

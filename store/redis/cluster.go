@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // evaluateSlots evaluates a request whose limits sit in several Cluster hash
@@ -83,8 +84,8 @@ func (s *Store) refundCall(reqs []ratelimit.Request, cl call, reps []limitReply)
 		rc.keys = appendKeys(rc.keys, s.prefix, tag(r.Key), sp)
 		rc.args = append(rc.args, sp.code,
 			strconv.FormatInt(r.Policy.Max(), 10),
-			strconv.FormatInt(per(r.Policy), 10),
-			strconv.FormatInt(r.EffectiveCost(), 10),
+			strconv.FormatInt(per(kit.ParamsOf(r.Policy)), 10),
+			strconv.FormatInt(kit.Cost(*r), 10),
 			strconv.FormatInt(reps[j].extra, 10))
 	}
 	return rc, len(rc.keys) > 0

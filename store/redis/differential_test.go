@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // diffStepsPerAlgorithm is the number of random (Δt, cost) steps replayed
@@ -62,7 +63,7 @@ func diffPolicies() map[string][]ratelimit.PolicyConfig {
 }
 
 // TestDifferential replays random (Δt, cost) sequences with an explicit
-// time on the Go step functions (ratelimit.StepAt, ratelimit.PeekAt) and on
+// time on the Go step functions (kit.StepAt, kit.PeekAt) and on
 // Redis: every decision (allowed, remaining, reset, retry-after, delay)
 // must be identical. Issue 3, item 5; RELIABILITY A8.
 func TestDifferential(t *testing.T) {
@@ -105,7 +106,7 @@ func replay(s *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, rng *ra
 	// Keep now far below 2^53 µs (the year 2255): Δt is bounded by 10^12µs.
 	period := min(max(p.Period().Microseconds(), 1), 1e12)
 	unit := max(period/p.Max(), 1)
-	var state ratelimit.State
+	var state kit.State
 	req := []ratelimit.Request{{Key: "k", Policy: p}}
 	got := make([]ratelimit.Decision, 1)
 	for step := range steps {
@@ -130,7 +131,7 @@ func replay(s *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, rng *ra
 		req[0].Cost = cost
 		call := fmt.Sprintf("step %d at now=%d, cost %d", step, now, cost)
 		if rng.IntN(8) == 0 {
-			want := ratelimit.PeekAt(p, state, now, cost)
+			want := kit.PeekAt(p, state, now, cost)
 			if err := s.Peek(ctx, req, got); err != nil {
 				return fmt.Errorf("%s: Peek: %w", call, err)
 			}
@@ -139,7 +140,7 @@ func replay(s *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, rng *ra
 			}
 			continue
 		}
-		next, want := ratelimit.StepAt(p, state, now, cost)
+		next, want := stepCopy(p, state, now, cost)
 		if want.Allowed {
 			state = next
 		}
@@ -162,10 +163,10 @@ func TestSlidingLogLongWalk(t *testing.T) {
 	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := newTestStore(t, c, clock)
 	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 600, Window: time.Hour})
-	var state ratelimit.State
+	var state kit.State
 	step := func(cost int64) ratelimit.Decision {
 		t.Helper()
-		next, want := ratelimit.StepAt(p, state, clock.Now().UnixMicro(), cost)
+		next, want := stepCopy(p, state, clock.Now().UnixMicro(), cost)
 		if want.Allowed {
 			state = next
 		}
@@ -182,4 +183,12 @@ func TestSlidingLogLongWalk(t *testing.T) {
 	if d := step(400); d.Allowed || d.RetryAfter < 299*time.Second {
 		t.Fatalf("cost 400 after 500 entries = %+v, want denied until 300 entries expire", d)
 	}
+}
+
+// stepCopy runs kit.StepAt on a copy of s and returns the new state and the
+// decision, leaving s as it was.
+func stepCopy(p *ratelimit.Policy, s kit.State, nowMicros, n int64) (kit.State, ratelimit.Decision) {
+	var d ratelimit.Decision
+	kit.StepAt(p, &s, nowMicros, n, &d)
+	return s, d
 }

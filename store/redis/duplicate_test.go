@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // referenceEvaluate is the all-or-nothing contract on Go step functions, as
 // the memory store implements it: limits are decided in order, a limit on a
 // key an earlier limit of the request admitted on sees that limit's new
 // state; if the request is denied nothing is stored and every admitting
-// limit reports ratelimit.PeekAt on the state it saw.
-func referenceEvaluate(states map[string]ratelimit.State, reqs []ratelimit.Request, now int64) (bool, []ratelimit.Decision) {
-	work := map[string]ratelimit.State{}
-	seen := make([]ratelimit.State, len(reqs))
+// limit reports kit.PeekAt on the state it saw.
+func referenceEvaluate(states map[string]kit.State, reqs []ratelimit.Request, now int64) (bool, []ratelimit.Decision) {
+	work := map[string]kit.State{}
+	seen := make([]kit.State, len(reqs))
 	out := make([]ratelimit.Decision, len(reqs))
 	admitted := true
 	for i, r := range reqs {
@@ -25,7 +26,7 @@ func referenceEvaluate(states map[string]ratelimit.State, reqs []ratelimit.Reque
 			st = states[r.Key]
 		}
 		seen[i] = st
-		next, d := ratelimit.StepAt(r.Policy, st, now, r.EffectiveCost())
+		next, d := stepCopy(r.Policy, st, now, kit.Cost(r))
 		out[i] = d
 		switch {
 		case d.Allowed:
@@ -37,7 +38,7 @@ func referenceEvaluate(states map[string]ratelimit.State, reqs []ratelimit.Reque
 	if !admitted {
 		for i, r := range reqs {
 			if out[i].Allowed {
-				out[i] = ratelimit.PeekAt(r.Policy, seen[i], now, r.EffectiveCost())
+				out[i] = kit.PeekAt(r.Policy, seen[i], now, kit.Cost(r))
 			}
 		}
 		return false, out
@@ -59,7 +60,7 @@ func TestSameKeyTwice(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
 			s := newTestStore(t, c, clock)
-			states := map[string]ratelimit.State{}
+			states := map[string]kit.State{}
 			for step := range 400 {
 				clock.Advance(time.Duration(rng.Int64N(700_000)) * time.Microsecond)
 				reqs := make([]ratelimit.Request, 1+rng.IntN(4))
@@ -71,7 +72,7 @@ func TestSameKeyTwice(t *testing.T) {
 				if rng.IntN(5) == 0 {
 					got := peek(t, s, reqs...)
 					for i, r := range reqs {
-						if want := ratelimit.PeekAt(p, states[r.Key], now, r.EffectiveCost()); got[i] != want {
+						if want := kit.PeekAt(p, states[r.Key], now, kit.Cost(r)); got[i] != want {
 							t.Fatalf("step %d (seed %d): Peek %+v: limit %d = %+v, want %+v", step, seed, reqs, i, got[i], want)
 						}
 					}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // call is one script run: the requests it covers (indices into reqs), and
@@ -36,7 +37,7 @@ type limitReply struct {
 // [ratelimit.ErrInvalidCost] (wrapped) for a bad request, and on a Redis
 // failure an error that [ErrorKind] classifies; out is then undefined.
 func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return false, fmt.Errorf("redis store: %w", err)
 	}
 	if len(reqs) == 0 {
@@ -78,7 +79,7 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 // anything: Allowed tells whether a request of the given Cost would be
 // admitted, Remaining and Reset are as they stand now.
 func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) error {
-	if err := ratelimit.CheckRequests(reqs, out); err != nil {
+	if err := kit.CheckRequests(reqs, out); err != nil {
 		return fmt.Errorf("redis store: %w", err)
 	}
 	if len(reqs) == 0 {
@@ -220,7 +221,8 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			ends = append(ends, len(buf))
 			nkeys++
 		}
-		for _, v := range [...]int64{p.Max(), per(p), p.MaxDelayMicros(), r.EffectiveCost()} {
+		q := kit.ParamsOf(p)
+		for _, v := range [...]int64{q.Max, per(q), q.MaxDelayMicros, kit.Cost(*r)} {
 			buf = strconv.AppendInt(buf, v, 10)
 			ends = append(ends, len(buf))
 		}
@@ -255,11 +257,11 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 }
 
 // per returns the interval (buckets, gcra) or window (window algorithms) in µs.
-func per(p *ratelimit.Policy) int64 {
-	if w := p.WindowMicros(); w > 0 {
-		return w
+func per(q kit.Params) int64 {
+	if q.WindowMicros > 0 {
+		return q.WindowMicros
 	}
-	return p.IntervalMicros()
+	return q.IntervalMicros
 }
 
 // run executes main.lua once and decodes its reply for n limits into reps

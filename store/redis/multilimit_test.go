@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // keyInOtherSlot returns a key whose tag hashes to a slot other than key's.
@@ -106,11 +107,11 @@ func TestClusterRefund(t *testing.T) {
 		t.Run(p.Name(), func(t *testing.T) {
 			a := ratelimit.Request{Key: "a-" + p.Name(), Policy: p}
 			g := ratelimit.Request{Key: keyInOtherSlot(a.Key), Policy: gate}
-			var state ratelimit.State
+			var state kit.State
 			step := func() {
 				t.Helper()
 				now := clock.Now().UnixMicro()
-				next, want := ratelimit.StepAt(p, state, now, 1)
+				next, want := stepCopy(p, state, now, 1)
 				if want.Allowed {
 					state = next
 				}
@@ -120,7 +121,7 @@ func TestClusterRefund(t *testing.T) {
 			}
 			check := func(when string) {
 				t.Helper()
-				want := ratelimit.PeekAt(p, state, clock.Now().UnixMicro(), 1)
+				want := kit.PeekAt(p, state, clock.Now().UnixMicro(), 1)
 				if got := peek(t, s, a); got[0] != want {
 					t.Errorf("%s: Peek(a) = %+v, want %+v", when, got[0], want)
 				}
@@ -133,7 +134,7 @@ func TestClusterRefund(t *testing.T) {
 			}
 			clock.Advance(70 * time.Millisecond)
 			check("before")
-			want := ratelimit.PeekAt(p, state, clock.Now().UnixMicro(), 1)
+			want := kit.PeekAt(p, state, clock.Now().UnixMicro(), 1)
 			ok, out := evaluate(t, s, a, g)
 			if ok || out[1].Allowed {
 				t.Fatalf("Evaluate(a, gate) = %v %+v, want denied by the gate", ok, out)

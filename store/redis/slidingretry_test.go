@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-gw/sluice/internal/redistest"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // TestSlidingWindowLargeLimitRetry: a sliding-window denial with a large
@@ -22,11 +23,11 @@ func TestSlidingWindowLargeLimitRetry(t *testing.T) {
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Clock: clock, Timeout: time.Second})
 	for _, l := range []int64{1 << 40, 1 << 50, 1 << 52} {
 		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: l, Window: time.Hour})
-		var state ratelimit.State
+		var state kit.State
 		key := p.String()
 		step := func(cost int64) ratelimit.Decision {
 			t.Helper()
-			next, want := ratelimit.StepAt(p, state, clock.Now().UnixMicro(), cost)
+			next, want := stepCopy(p, state, clock.Now().UnixMicro(), cost)
 			if want.Allowed {
 				state = next
 			}

@@ -1,4 +1,4 @@
--- fixed_window.lua mirrors ratelimit.fixedWindowAt (ratelimit/fixedwindow.go)
+-- fixed_window.lua mirrors kit.fixedWindowAt (ratelimit/kit/fixedwindow.go)
 -- step for step: at most l units per window [k·w, (k+1)·w). State t = window
 -- index k, n = units admitted in it. Admits when count + n ≤ l.
 --

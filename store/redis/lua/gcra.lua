@@ -1,4 +1,4 @@
--- gcra.lua mirrors ratelimit.gcraAt (ratelimit/gcra.go) step for step: the
+-- gcra.lua mirrors kit.gcraAt (ratelimit/kit/gcra.go) step for step: the
 -- generic cell rate algorithm with burst b and emission interval iv µs.
 -- State t = theoretical arrival time (TAT), kept as a plain integer string
 -- (Redis' integer encoding). A request of cost n conforms when

@@ -1,4 +1,4 @@
--- leaky_bucket.lua mirrors ratelimit.leakyBucketAt (ratelimit/leakybucket.go)
+-- leaky_bucket.lua mirrors kit.leakyBucketAt (ratelimit/kit/leakybucket.go)
 -- step for step: capacity c, one unit leaks every iv µs. State n = whole
 -- units queued, t = time the last whole unit leaked (now-t is partial
 -- progress). Admits when max(0, level − (now-last)/iv) + n ≤ c. In shape
@@ -15,15 +15,7 @@ local function leaky_bucket()
     if s.set then
       level, last = s.n, s.t
     end
-    if now > last then
-      local leaked = quo(now - last, iv)
-      if leaked >= level then
-        level, last = 0, now
-      else
-        level = level - leaked
-        last = last + leaked * iv
-      end
-    end
+    level, last = leak(iv, level, last, now)
     local progress = now - last -- negative when the clock went back: waits lengthen
     local d = decision()
     local wait = 0 -- shape mode: time the units ahead need to leak
@@ -62,16 +54,7 @@ local function leaky_bucket()
       return
     end
     local iv = p.per
-    local level, last = s.n, s.t
-    if now > last then
-      local leaked = quo(now - last, iv)
-      if leaked >= level then
-        level, last = 0, now
-      else
-        level = level - leaked
-        last = last + leaked * iv
-      end
-    end
+    local level, last = leak(iv, s.n, s.t, now)
     level = math.max(0, level - n)
     if level == 0 then
       redis.call('DEL', keys[1])

@@ -60,7 +60,7 @@ else
   extra_ttl_ms = 3600000
 end
 
--- step mirrors ratelimit.StepInPlaceAt: the algorithm's step, then
+-- step mirrors kit.StepAt: the algorithm's step, then
 -- d.next, with nothing left (remaining 0) the retry of a request of cost 1
 -- against the state after the step: how long until one more unit is
 -- available. The probe is denied, so it changes nothing.

@@ -5,9 +5,9 @@
 -- Lua's tostring prints only 14 significant digits and would round a Unix
 -- time in µs.
 
-local MAX_MICROS = 9007199254740992 -- 2^53, ratelimit.maxMicros
+local MAX_MICROS = 9007199254740992 -- 2^53, params.MaxMicros (ratelimit/internal/params)
 
--- mul_sat mirrors ratelimit.mulSat: a·b for non-negative a and b, saturated
+-- mul_sat mirrors params.MulSat: a·b for non-negative a and b, saturated
 -- at 2^53. A product above 2^53 rounds to a double ≥ 2^53, so min is exact.
 local function mul_sat(a, b)
   return math.min(MAX_MICROS, a * b)
@@ -22,6 +22,36 @@ local function quo(a, b)
     return math.ceil(q)
   end
   return math.floor(q)
+end
+
+-- refill mirrors kit.refill (ratelimit/kit/tokenbucket.go): credit the
+-- whole tokens earned since last (one every iv µs), capped at c. It returns
+-- the tokens and the time the last whole token was credited; a full bucket
+-- is credited up to now. token_bucket's step and refund both refill here.
+local function refill(c, iv, tokens, last, now)
+  if now > last then
+    local earned = quo(now - last, iv)
+    if earned >= c - tokens then
+      return c, now
+    end
+    return tokens + earned, last + earned * iv
+  end
+  return tokens, last
+end
+
+-- leak mirrors kit.leak (ratelimit/kit/leakybucket.go): take out the whole
+-- units leaked since last (one every iv µs). It returns the level and the
+-- time the last whole unit leaked; an empty bucket has leaked up to now.
+-- leaky_bucket's step and refund both leak here.
+local function leak(iv, level, last, now)
+  if now > last then
+    local leaked = quo(now - last, iv)
+    if leaked >= level then
+      return 0, now
+    end
+    return level - leaked, last + leaked * iv
+  end
+  return level, last
 end
 
 -- int formats an integer-valued number in full.

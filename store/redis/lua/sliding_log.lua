@@ -1,4 +1,4 @@
--- sliding_log.lua mirrors ratelimit.slidingLogAt (ratelimit/slidinglog.go)
+-- sliding_log.lua mirrors kit.slidingLogAt (ratelimit/kit/slidinglog.go)
 -- step for step: an exact log of the admitted requests in (now−w, now].
 -- keys[1] is a sorted set with one member per admitted request, scored by
 -- its time in µs; the member "seq:cost" is unique (seq counts admissions),

@@ -1,5 +1,5 @@
--- sliding_window.lua mirrors ratelimit.slidingWindowAt
--- (ratelimit/slidingwindow.go) step for step: the sliding-window counter.
+-- sliding_window.lua mirrors kit.slidingWindowAt
+-- (ratelimit/kit/slidingwindow.go) step for step: the sliding-window counter.
 -- State t = current window index k, n = units admitted in window k, prev = in
 -- window k−1, stored as "n:prev:t". The previous window's count is weighted
 -- by the part of it still inside the sliding window:
@@ -12,12 +12,12 @@
 -- entry for main.lua and refund.lua: a script runs its whole text on every
 -- call, so only the algorithms a call uses get their functions built.
 local function sliding_window()
-  -- weighted mirrors ratelimit.weighted: count·(part/w).
+  -- weighted mirrors kit.weighted: count·(part/w).
   local function weighted(count, part, w)
     return count * (part / w)
   end
 
-  -- first_fit mirrors ratelimit.firstFit: the smallest e in [lo, hi) with
+  -- first_fit mirrors kit.firstFit: the smallest e in [lo, hi) with
   -- fits(e), or hi; fits must be monotone. (hi − lo)/2 keeps mid exact.
   local function first_fit(lo, hi, fits)
     while lo < hi do
@@ -31,7 +31,7 @@ local function sliding_window()
     return lo
   end
 
-  -- sliding_retry mirrors ratelimit.slidingRetry: bisection, as a linear
+  -- sliding_retry mirrors kit.slidingRetry: bisection, as a linear
   -- walk took O(w) steps for a large l.
   local function sliding_retry(l, w, elapsed, curr, prev, n)
     if n <= l - curr and prev > 0 then -- curr + n ≤ l, without leaving 2^53

@@ -1,4 +1,4 @@
--- token_bucket.lua mirrors ratelimit.tokenBucketAt (ratelimit/tokenbucket.go)
+-- token_bucket.lua mirrors kit.tokenBucketAt (ratelimit/kit/tokenbucket.go)
 -- step for step: capacity c, one token every iv µs. State n = whole tokens,
 -- t = time the last whole token was credited (so now-t is partial progress).
 -- Admits when min(c, tokens + (now-last)/iv) ≥ n.
@@ -13,15 +13,7 @@ local function token_bucket()
     if s.set then
       tokens, last = s.n, s.t
     end
-    if now > last then
-      local refill = quo(now - last, iv)
-      if refill >= c - tokens then
-        tokens, last = c, now
-      else
-        tokens = tokens + refill
-        last = last + refill * iv
-      end
-    end
+    tokens, last = refill(c, iv, tokens, last, now)
     -- progress towards the next token, < iv unless full; negative when the
     -- clock went back, which lengthens every wait instead of shortening it.
     local progress = now - last
@@ -49,16 +41,7 @@ local function token_bucket()
       return -- expired: already full
     end
     local c, iv = p.max, p.per
-    local tokens, last = s.n, s.t
-    if now > last then
-      local refill = quo(now - last, iv)
-      if refill >= c - tokens then
-        tokens, last = c, now
-      else
-        tokens = tokens + refill
-        last = last + refill * iv
-      end
-    end
+    local tokens, last = refill(c, iv, s.n, s.t, now)
     tokens = math.min(c, tokens + n)
     if tokens >= c then
       redis.call('DEL', keys[1])

@@ -1,12 +1,5 @@
 package ratelimit
 
-import "errors"
-
-var (
-	errShortOut  = errors.New("ratelimit: out is shorter than reqs")
-	errNilPolicy = errors.New("ratelimit: request with nil policy")
-)
-
 // PolicyReason says which rule a [PolicyError] reports.
 type PolicyReason uint8
 

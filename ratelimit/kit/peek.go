@@ -1,4 +1,6 @@
-package ratelimit
+package kit
+
+import "github.com/sluice-gw/sluice/ratelimit"
 
 // PeekAt reports what StepAt would decide for a request of cost n at
 // nowMicros, without making the request: Allowed, RetryAfter and Delay are
@@ -12,15 +14,19 @@ package ratelimit
 //
 // PeekAt never writes to s, not even to s.Log's spare capacity, so it is safe
 // under a read lock shared with other readers.
-func PeekAt(p *Policy, s State, nowMicros, n int64) Decision {
-	s.Log = s.Log[:len(s.Log):len(s.Log)] // StepAt may append; make that copy
-	_, d := StepAt(p, s, nowMicros, n)
+func PeekAt(p *ratelimit.Policy, s State, nowMicros, n int64) ratelimit.Decision {
+	s.Log = s.Log[:len(s.Log):len(s.Log)] // a step may append; make that copy
+	var d ratelimit.Decision
+	t := s
+	StepAt(p, &t, nowMicros, n, &d)
 	if d.Allowed {
 		// A cost above the limit is never admitted, and a denial reports the
 		// state as it is: that is the current Remaining and Reset. It is
 		// 2·max, not max+1: sliding_window compares in float64, where
 		// 2^53+1 rounds to 2^53 and would be admitted.
-		_, cur := StepAt(p, s, nowMicros, 2*p.max)
+		var cur ratelimit.Decision
+		t = s
+		StepAt(p, &t, nowMicros, 2*p.Max(), &cur)
 		d.Remaining, d.Reset, d.Next = cur.Remaining, cur.Reset, cur.Next
 	}
 	return d

@@ -1,9 +1,11 @@
-package ratelimit
+package kit
+
+import "github.com/sluice-gw/sluice/ratelimit"
 
 // slidingLogAt: an exact log. State Log = admitted entries (time, cost) in
 // (now−W, now], oldest first. Admits when the sum of their costs + n ≤ L.
 // Entries are never merged, so two requests in the same microsecond stay two.
-func slidingLogAt(p *Policy, s *State, now, n int64, out *Decision) {
+func slidingLogAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	l, w := p.max, p.window
 	log := s.Log
 	i := 0
@@ -15,7 +17,7 @@ func slidingLogAt(p *Policy, s *State, now, n int64, out *Decision) {
 	for _, e := range log {
 		used += e.N
 	}
-	d := Decision{Limit: l}
+	d := ratelimit.Decision{Limit: l}
 	if used+n <= l {
 		used += n
 		// Keep the log ordered even if the clock went back, so that Reset (the

@@ -1,8 +1,10 @@
-package ratelimit
+package kit
+
+import "github.com/sluice-gw/sluice/ratelimit"
 
 // fixedWindowAt: at most L units per window [k·W, (k+1)·W). State T = window
 // index k, N = units admitted in it. Admits when count + n ≤ L.
-func fixedWindowAt(p *Policy, s *State, now, n int64, out *Decision) {
+func fixedWindowAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	l, w := p.max, p.window
 	idx := now / w
 	count := int64(0)
@@ -12,7 +14,7 @@ func fixedWindowAt(p *Policy, s *State, now, n int64, out *Decision) {
 		idx, count = s.T, s.N
 	}
 	end := (idx+1)*w - now
-	d := Decision{Limit: l}
+	d := ratelimit.Decision{Limit: l}
 	if count+n <= l {
 		count += n
 		d.Allowed = true

@@ -1,4 +1,4 @@
-package ratelimit
+package kit
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
 )
 
 // t0 is the start of the step-level timelines: a Unix time in µs that is a
@@ -25,7 +27,7 @@ func cloneState(s State) State {
 	return s
 }
 
-// checkStepInvariants plays steps on p from t0 with StepAt and checks what
+// checkStepInvariants plays steps on p from t0 with StepAt (through stepAt) and checks what
 // must hold for every algorithm at every step, then the limit each algorithm
 // promises over the whole sequence:
 //
@@ -38,7 +40,7 @@ func cloneState(s State) State {
 //   - buckets and gcra admit at most max + ⌊T/interval⌋ over any span T;
 //     fixed and sliding windows at most L per aligned window; the sliding log
 //     at most L in any (t−W, t]; shape mode forwards at most at rate r.
-func checkStepInvariants(t *testing.T, p *Policy, steps []stepInput) {
+func checkStepInvariants(t *testing.T, p *ratelimit.Policy, steps []stepInput) {
 	t.Helper()
 	type admission struct{ at, cost, fwd int64 }
 	var (
@@ -55,7 +57,7 @@ func checkStepInvariants(t *testing.T, p *Policy, steps []stepInput) {
 		now += st.dt
 		n := st.cost
 		in := cloneState(s)
-		next, d := StepAt(p, s, now, n)
+		next, d := stepAt(p, s, now, n)
 		if !stateEqual(s, in) {
 			fail(i, "StepAt changed its input state")
 		}
@@ -81,10 +83,10 @@ func checkStepInvariants(t *testing.T, p *Policy, steps []stepInput) {
 				fail(i, "cost %d denied with remaining %d, reset %v; PeekAt: %d, %v", n, d.Remaining, d.Reset, pk.Remaining, pk.Reset)
 			}
 			r := d.RetryAfter.Microseconds()
-			if _, d2 := StepAt(p, s, now+r, n); !d2.Allowed {
+			if _, d2 := stepAt(p, s, now+r, n); !d2.Allowed {
 				fail(i, "cost %d: retry-after %v, but denied then", n, d.RetryAfter)
 			}
-			if _, d2 := StepAt(p, s, now+r-1, n); d2.Allowed && r > 1 {
+			if _, d2 := stepAt(p, s, now+r-1, n); d2.Allowed && r > 1 {
 				fail(i, "cost %d: retry-after %v, but admitted 1µs earlier", n, d.RetryAfter)
 			}
 		}
@@ -98,17 +100,17 @@ func checkStepInvariants(t *testing.T, p *Policy, steps []stepInput) {
 				fail(i, "reset %v, but whole 1µs earlier", cur.Reset)
 			}
 		}
-		ttl := TTL(cur)
-		_, kept := StepAt(p, s, now+ttl, n)
-		_, fresh := StepAt(p, State{}, now+ttl, n)
+		ttl := TTL(cur).Microseconds()
+		_, kept := stepAt(p, s, now+ttl, n)
+		_, fresh := stepAt(p, State{}, now+ttl, n)
 		if kept != fresh {
 			fail(i, "TTL %dµs: the kept state decides %+v, no state %+v", ttl, kept, fresh)
 		}
 	}
 
 	switch p.Algorithm() {
-	case TokenBucket, LeakyBucket, GCRA:
-		iv := p.IntervalMicros()
+	case ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.GCRA:
+		iv := ParamsOf(p).IntervalMicros
 		for i := range adm {
 			sum := int64(0)
 			for j := i; j < len(adm); j++ {
@@ -117,23 +119,23 @@ func checkStepInvariants(t *testing.T, p *Policy, steps []stepInput) {
 					t.Fatalf("%v: %d units admitted in %v, above max + r·T = %d", p, sum, micros(adm[j].at-adm[i].at), bound)
 				}
 			}
-			if p.Mode() == Shape && i > 0 && adm[i].fwd < adm[i-1].fwd+adm[i-1].cost*iv {
+			if p.Mode() == ratelimit.Shape && i > 0 && adm[i].fwd < adm[i-1].fwd+adm[i-1].cost*iv {
 				t.Fatalf("%v: admission %d forwarded at t0+%v, before the previous one's %d units are through at t0+%v",
 					p, i, micros(adm[i].fwd-t0), adm[i-1].cost, micros(adm[i-1].fwd+adm[i-1].cost*iv-t0))
 			}
 		}
-	case FixedWindow, SlidingWindow:
+	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
 		per := map[int64]int64{}
 		for _, a := range adm {
-			k := a.at / p.WindowMicros()
+			k := a.at / ParamsOf(p).WindowMicros
 			if per[k] += a.cost; per[k] > max_ {
-				t.Fatalf("%v: %d units admitted in the window starting t0+%v", p, per[k], micros(k*p.WindowMicros()-t0))
+				t.Fatalf("%v: %d units admitted in the window starting t0+%v", p, per[k], micros(k*ParamsOf(p).WindowMicros-t0))
 			}
 		}
-	case SlidingLog:
+	case ratelimit.SlidingLog:
 		for j := range adm {
 			sum := int64(0)
-			for i := j; i >= 0 && adm[i].at > adm[j].at-p.WindowMicros(); i-- {
+			for i := j; i >= 0 && adm[i].at > adm[j].at-ParamsOf(p).WindowMicros; i-- {
 				sum += adm[i].cost
 			}
 			if sum > max_ {
@@ -145,38 +147,38 @@ func checkStepInvariants(t *testing.T, p *Policy, steps []stepInput) {
 
 // fuzzPolicy turns three fuzzed numbers into a valid policy of any algorithm,
 // and gives the time unit its steps are measured in (an interval or a window).
-func fuzzPolicy(alg, limit uint8, scale uint32) (*Policy, int64) {
+func fuzzPolicy(alg, limit uint8, scale uint32) (*ratelimit.Policy, int64) {
 	n := int64(limit%10) + 1
 	iv := 1 + int64(scale%3_000_000)
 	w := 1 + int64(scale%100_000_000)
 	rate := 1e6 / float64(iv)
-	var c PolicyConfig
+	var c ratelimit.PolicyConfig
 	switch alg % 7 {
 	case 0:
-		c = PolicyConfig{Algorithm: TokenBucket, Capacity: n, Rate: rate}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: n, Rate: rate}
 	case 1:
-		c = PolicyConfig{Algorithm: LeakyBucket, Capacity: n, Rate: rate}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: n, Rate: rate}
 	case 2:
-		c = PolicyConfig{Algorithm: LeakyBucket, Capacity: n, Rate: rate, Mode: Shape, MaxDelay: micros(iv * int64(alg/7%8))}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.LeakyBucket, Capacity: n, Rate: rate, Mode: ratelimit.Shape, MaxDelay: micros(iv * int64(alg/7%8))}
 	case 3:
-		c = PolicyConfig{Algorithm: GCRA, Burst: n, Rate: rate}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.GCRA, Burst: n, Rate: rate}
 	case 4:
-		c = PolicyConfig{Algorithm: FixedWindow, Limit: n, Window: micros(w)}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.FixedWindow, Limit: n, Window: micros(w)}
 	case 5:
-		c = PolicyConfig{Algorithm: SlidingWindow, Limit: n, Window: micros(w)}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: n, Window: micros(w)}
 	default:
-		c = PolicyConfig{Algorithm: SlidingLog, Limit: n, Window: micros(w)}
+		c = ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: n, Window: micros(w)}
 	}
-	p := MustPolicy(c)
-	if p.window > 0 {
-		return p, p.window
+	p := ratelimit.MustPolicy(c)
+	if q := ParamsOf(p); q.WindowMicros > 0 {
+		return p, q.WindowMicros
 	}
-	return p, p.interval
+	return p, ParamsOf(p).IntervalMicros
 }
 
 // decodeSteps reads three bytes per step: the gap in sixteenths of unit plus
 // a few µs of jitter, and the cost. At most 64 steps.
-func decodeSteps(p *Policy, unit int64, b []byte) []stepInput {
+func decodeSteps(p *ratelimit.Policy, unit int64, b []byte) []stepInput {
 	var steps []stepInput
 	for len(b) >= 3 && len(steps) < 64 {
 		steps = append(steps, stepInput{
@@ -223,10 +225,10 @@ func TestPeekAt(t *testing.T) {
 	for alg := range uint8(7) {
 		p, _ := fuzzPolicy(alg, 2, 1_000_000) // max 3
 		d := PeekAt(p, State{}, t0, 2)
-		if want := (Decision{Allowed: true, Limit: 3, Remaining: 3}); d != want {
+		if want := (ratelimit.Decision{Allowed: true, Limit: 3, Remaining: 3}); d != want {
 			t.Errorf("%v: PeekAt(no state, cost 2) = %+v, want %+v", p, d, want)
 		}
-		s, _ := StepAt(p, State{}, t0, 2)
+		s, _ := stepAt(p, State{}, t0, 2)
 		if d := PeekAt(p, s, t0, 2); d.Allowed || d.Remaining != 1 || d.RetryAfter == 0 {
 			t.Errorf("%v: PeekAt(1 left, cost 2) = %+v, want denied, remaining 1, a retry-after", p, d)
 		}
@@ -236,7 +238,7 @@ func TestPeekAt(t *testing.T) {
 	}
 	// PeekAt may run under a read lock: it must not write even to the spare
 	// capacity of the log it is given.
-	p := MustPolicy(PolicyConfig{Algorithm: SlidingLog, Limit: 5, Window: time.Second})
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 5, Window: time.Second})
 	log := make([]LogEntry, 1, 4)
 	log[0] = LogEntry{At: t0, N: 1}
 	spare := log[:2]
@@ -245,4 +247,12 @@ func TestPeekAt(t *testing.T) {
 	if spare[1] != (LogEntry{At: -1, N: -1}) {
 		t.Errorf("PeekAt wrote %+v into the log's spare capacity", spare[1])
 	}
+}
+
+// stepAt is StepAt on a copy of s: it returns the new state and the
+// decision, and leaves s as it was.
+func stepAt(p *ratelimit.Policy, s State, nowMicros, n int64) (State, ratelimit.Decision) {
+	var d ratelimit.Decision
+	StepAt(p, &s, nowMicros, n, &d)
+	return s, d
 }

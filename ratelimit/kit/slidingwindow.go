@@ -1,6 +1,10 @@
-package ratelimit
+package kit
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
 
 // slidingWindowAt: the sliding-window counter. State T = current window index
 // k, N = units admitted in window k, Prev = in window k−1. The previous
@@ -9,7 +13,7 @@ import "math"
 //
 // The estimate is a float64 computed in the order the Lua script computes it,
 // so both sides round alike.
-func slidingWindowAt(p *Policy, s *State, now, n int64, out *Decision) {
+func slidingWindowAt(p *policy, s *State, now, n int64, out *ratelimit.Decision) {
 	l, w := p.max, p.window
 	idx := now / w
 	curr, prev := int64(0), int64(0)
@@ -27,7 +31,7 @@ func slidingWindowAt(p *Policy, s *State, now, n int64, out *Decision) {
 	// newer window starts, and reset (the key's TTL) and retry wait for it too.
 	lag := max(0, idx*w-now)
 	est := weighted(prev, w-elapsed, w) + float64(curr)
-	d := Decision{Limit: l}
+	d := ratelimit.Decision{Limit: l}
 	if est+float64(n) <= float64(l) {
 		curr += n
 		est += float64(n)
