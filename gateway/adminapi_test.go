@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // adminConfig has a route "api" limited per user (header X-User) by
@@ -117,7 +118,7 @@ func limitsJSON(t *testing.T, g *Gateway, path string) admin.LimitsView {
 }
 
 func TestAdminLimitsPeekAndReset(t *testing.T) {
-	clock := ratelimit.NewManualClock(time.Unix(1764100000, 0))
+	clock := kit.NewManualClock(time.Unix(1764100000, 0))
 	g, err := New(adminConfig(), Deps{Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // adminCall sends GET /admin/v1/stats from peer with the Authorization
@@ -30,7 +30,7 @@ const adminLoginBurst = 10
 // the right token, until one failure has been forgiven; other clients and
 // requests without credentials are not affected.
 func TestAdminLoginFailuresLimited(t *testing.T) {
-	clock := ratelimit.NewManualClock(time.Unix(1764100000, 0))
+	clock := kit.NewManualClock(time.Unix(1764100000, 0))
 	g, err := New(adminConfig(), Deps{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestAdminTokenLengths(t *testing.T) {
 // TestAdminLoginFailuresSurviveReload: the gateway built on reload takes
 // over the failure counts, so a reload forgives nothing.
 func TestAdminLoginFailuresSurviveReload(t *testing.T) {
-	clock := ratelimit.NewManualClock(time.Unix(1764100000, 0))
+	clock := kit.NewManualClock(time.Unix(1764100000, 0))
 	g1, err := New(adminConfig(), Deps{Clock: clock})
 	if err != nil {
 		t.Fatal(err)

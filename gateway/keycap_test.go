@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
-	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // TestKeyCapObservable (issue 12): reaching store.memory.max_keys shows in
@@ -39,7 +39,7 @@ func TestKeyCapObservable(t *testing.T) {
 			cfg.Store.Type = tt.storeType
 			cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{deadRedis}}
 			cfg.Store.Memory.MaxKeys = 1 // one shard of one key: every key after the first overflows
-			clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+			clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 			logs := &syncBuffer{}
 			g, err := New(cfg, Deps{Logger: slog.New(slog.NewTextHandler(logs, nil)), Clock: clock})
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -15,7 +16,7 @@ import (
 // (windows aligned to the minute; the clock starts 20 s into one),
 // on the memory store and a manual clock.
 func Example() {
-	clock := ratelimit.NewManualClock(time.Unix(1_764_099_980, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_099_980, 0))
 	store, err := memory.New(memory.Options{Clock: clock})
 	if err != nil {
 		panic(err)

@@ -263,7 +263,7 @@ func TestUncountedNoHeaders(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clock := ratelimit.NewManualClock(t0)
+			clock := kit.NewManualClock(t0)
 			store := uncountedStore{newTestStore(t, clock), c.skip}
 			m, err := New(Options{Route: "api", Store: store, Clock: clock, Limits: limits})
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // t0 is a whole second, so Reset arithmetic is easy to read.
@@ -39,7 +40,7 @@ func mustKey(t testing.TB, specs ...string) Key {
 // fixture is a middleware over a test store on a manual clock, wrapping a
 // handler that counts its calls.
 type fixture struct {
-	clock    *ratelimit.ManualClock
+	clock    *kit.ManualClock
 	store    *testStore
 	m        *Middleware
 	h        http.Handler
@@ -49,7 +50,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, o Options) *fixture {
 	t.Helper()
-	f := &fixture{clock: ratelimit.NewManualClock(t0)}
+	f := &fixture{clock: kit.NewManualClock(t0)}
 	f.store = newTestStore(t, f.clock)
 	if o.Route == "" {
 		o.Route = "api"
@@ -613,7 +614,7 @@ func TestKeySources(t *testing.T) {
 }
 
 func TestRoutesKeepSeparateBudgets(t *testing.T) {
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	store := newTestStore(t, clock)
 	one := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "one", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Hour})
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
@@ -635,7 +636,7 @@ func TestRoutesKeepSeparateBudgets(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	store := newTestStore(t, ratelimit.NewManualClock(t0))
+	store := newTestStore(t, kit.NewManualClock(t0))
 	k := mustKey(t, "ip")
 	tests := []struct {
 		name string

@@ -40,7 +40,7 @@
 // never pass it (seed pitfall #1), so instances whose clocks disagree still
 // share one budget correctly. The memory store runs the algorithms' step
 // (ratelimit/kit's StepAt) under a shard lock on its injectable [Clock] (a
-// [ManualClock] in tests); the Redis store runs the same steps in Lua on
+// ManualClock from ratelimit/kit in tests); the Redis store runs the same steps in Lua on
 // Redis TIME. Both pass the same conformance suite, and replaying one
 // timeline on both gives identical decisions.
 //

@@ -24,7 +24,7 @@ func verdict(d ratelimit.Decision) string {
 // A Limiter applies one policy to many keys on a Store. Here the store is the
 // in-memory one on a manual clock, so time moves only when the example says.
 func Example_limiter() {
-	clock := ratelimit.NewManualClock(start)
+	clock := kit.NewManualClock(start)
 	store, err := memory.New(memory.Options{Clock: clock})
 	if err != nil {
 		panic(err)
@@ -65,7 +65,7 @@ func Example_limiter() {
 // admitted only if every limit admits, and then each one consumes. A shadow
 // limit is evaluated and reported but never denies.
 func Example_multipleLimits() {
-	clock := ratelimit.NewManualClock(start)
+	clock := kit.NewManualClock(start)
 	store, err := memory.New(memory.Options{Clock: clock})
 	if err != nil {
 		panic(err)

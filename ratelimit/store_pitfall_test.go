@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -43,7 +45,7 @@ func TestPitfall1_TimeFromStore(t *testing.T) {
 	// Two gateways share one store. Gateway A's clock runs an hour ahead of
 	// the store's, gateway B's an hour behind; neither can pass it, and the
 	// store decides both on its own clock.
-	storeClock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	storeClock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	store, err := memory.New(memory.Options{Clock: storeClock})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@
 // Poisson with a seed, or recorded events such as those [ReadTrace] reads)
 // with the policies to judge it, each a [Spec]. [Simulation.Run] decides
 // every request by the production code path, a memory store
-// ([memory.Store]) reading a [ratelimit.ManualClock] that is set to each
+// ([memory.Store]) reading a [kit.ManualClock] that is set to each
 // request's time, and returns a [Report]: a per-step timeline of [Bucket]s
 // and a per-policy [Summary] per spec, written as text ([Report.WriteText])
 // or as a chart with one panel per policy ([Report.WriteChart]). [Run] is

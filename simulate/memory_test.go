@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -43,7 +45,7 @@ func heapPerKey(b *testing.B, p *ratelimit.Policy, keys, requests int) float64 {
 	if requests > 1 {
 		keys /= 10 // a long log makes every step slower
 	}
-	clock := ratelimit.NewManualClock(Epoch)
+	clock := kit.NewManualClock(Epoch)
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = fmt.Sprintf("user:%011d", i)

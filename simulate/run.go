@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -70,7 +72,7 @@ func Run(specs []Spec, events []Event) ([]Result, error) {
 
 // runOne simulates one spec.
 func runOne(sp Spec, events []Event) ([]Outcome, error) {
-	clock := ratelimit.NewManualClock(Epoch)
+	clock := kit.NewManualClock(Epoch)
 	// The sweeper runs on real time; it only drops state that is already
 	// equivalent to none, so it cannot change a decision.
 	st, err := memory.New(memory.Options{Clock: clock, Shards: 16, SweepInterval: time.Hour})

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
 func TestHandler(t *testing.T) {
-	clock := ratelimit.NewManualClock(time.Unix(1_764_100_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_100_000, 0))
 	store, err := memory.New(memory.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"gateway/admin":      {"ratelimit", "store/memory", "httplimit"},
 	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
 	"cmd/sluice":         {"internal/cli"},
-	"simulate":           {"ratelimit", "store/memory", "gonum.org/v1/plot"},
+	"simulate":           {"ratelimit", "ratelimit/kit", "store/memory", "gonum.org/v1/plot"},
 	"internal/redistest": {},
 	// Builds and runs the sluice binary (tests and benchmarks only).
 	"internal/sluicetest": {},

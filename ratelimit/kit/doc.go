@@ -3,8 +3,10 @@
 // [ratelimit.Store] keeps one [State] per key and decides a request by
 // running [StepAt] on it; this package holds that state, the step function
 // of the six algorithms, [PeekAt], the [TTL] a stored state needs, the checks
-// a Store runs on what it is given ([CheckRequests], [Cost]) and a policy's
-// integer parameters ([ParamsOf]). Users of the limiter never need it.
+// a Store runs on what it is given ([CheckRequests], [Cost]), a policy's
+// integer parameters ([ParamsOf]) and the [ManualClock] on which exact
+// timelines run in store tests, the conformance suite and simulations. Users
+// of the limiter need it only to test against a clock that moves when told.
 //
 // # Steps
 //

@@ -3,7 +3,7 @@
 //
 // A store's test hands [Run] a [Factory] that builds a fresh store reading
 // the clock it is given. The suite drives that clock (a
-// [ratelimit.ManualClock]) and checks three things:
+// [kit.ManualClock]) and checks three things:
 //
 //   - Timelines: exact decisions, row by row, for every algorithm on a
 //     manual clock: bursts, continuous refill, window boundaries, costs above
@@ -59,7 +59,7 @@ import (
 )
 
 // Factory returns a fresh, empty Store whose clock is clock (the suite drives
-// a *ratelimit.ManualClock). It may use t for Cleanup and for failing when
+// a *kit.ManualClock). It may use t for Cleanup and for failing when
 // the store cannot be built.
 type Factory func(t *testing.T, clock ratelimit.Clock) ratelimit.Store
 
@@ -116,7 +116,7 @@ type suite struct {
 // env is one subtest's store, clock and key space.
 type env struct {
 	t     *testing.T
-	clock *ratelimit.ManualClock
+	clock *kit.ManualClock
 	store ratelimit.Store
 	t0    time.Time
 	keys  string
@@ -124,7 +124,7 @@ type env struct {
 
 func (s *suite) newEnv(t *testing.T, t0 time.Time) *env {
 	t.Helper()
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	st := s.newStore(t, clock)
 	if st == nil {
 		t.Fatal("Factory returned a nil Store")

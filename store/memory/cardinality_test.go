@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // heapInUse returns the live heap after two collections.
@@ -44,7 +46,7 @@ func TestDistinctKeysStayWithinCap(t *testing.T) {
 		step     = 100 * time.Microsecond
 	)
 	distinct, maxKeys := cardinality()
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	s := newTestStore(t, Options{Clock: clock, MaxKeys: maxKeys, SweepInterval: time.Hour})
 	// Every key, the hot one included, is under the same policy, so the
 	// flood also competes with the hot key for the overflow budget.
@@ -135,7 +137,7 @@ func TestChurnNeverLiftsLimits(t *testing.T) {
 	)
 	t.Run("long window", func(t *testing.T) {
 		t.Parallel()
-		clock := ratelimit.NewManualClock(t0) // t0 starts a minute
+		clock := kit.NewManualClock(t0) // t0 starts a minute
 		s := newTestStore(t, Options{Clock: clock, MaxKeys: maxKeys, SweepInterval: time.Hour})
 		p := mustPolicy(t, ratelimit.PolicyConfig{Name: "ten-a-minute", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Minute})
 		reqs := []ratelimit.Request{{Policy: p}}
@@ -177,7 +179,7 @@ func TestChurnNeverLiftsLimits(t *testing.T) {
 		name := map[bool]string{true: "heavy key tracked", false: "heavy key overflowed"}[heavyFirst]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			clock := ratelimit.NewManualClock(t0)
+			clock := kit.NewManualClock(t0)
 			s := newTestStore(t, Options{Clock: clock, MaxKeys: maxKeys, SweepInterval: time.Hour})
 			// L = 10/s with a burst of 10; a rotating key is asked about every
 			// 33 s, so on its own it would never be limited.

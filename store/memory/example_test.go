@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
 // A per-user limit of 2 requests a second, checked on a manual clock.
 func Example() {
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	store, err := memory.New(memory.Options{Clock: clock})
 	if err != nil {
 		panic(err)
@@ -42,7 +44,7 @@ func Example() {
 // Several limits decided together: the request is admitted only if every
 // limit admits, and then every limit consumes.
 func ExampleStore_Evaluate() {
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	store, err := memory.New(memory.Options{Clock: clock})
 	if err != nil {
 		panic(err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // TestBytesPerKey measures the heap the store holds per tracked key at 100k
@@ -22,7 +24,7 @@ func TestBytesPerKey(t *testing.T) {
 	}
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "tb", Algorithm: ratelimit.TokenBucket, Capacity: 100, Rate: 1})
 	base := heapInUse()
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 	for _, k := range names {
 		evaluate(t, s, ratelimit.Request{Key: k, Policy: p})
 	}

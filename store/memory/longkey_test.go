@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // longKey returns a fresh key of size bytes that starts with i, so that
@@ -32,7 +34,7 @@ func TestLongKeysFixedBytes(t *testing.T) {
 		bound   = 20 << 20
 	)
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "tb", Algorithm: ratelimit.TokenBucket, Capacity: 2, Rate: 1})
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 	base := heapInUse()
 	for i := range keys {
 		evaluate(t, s, ratelimit.Request{Key: longKey(i, keySize), Policy: p})

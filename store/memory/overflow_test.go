@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // TestOnOverflow checks that Options.OnOverflow hears of every limit
@@ -14,7 +16,7 @@ import (
 func TestOnOverflow(t *testing.T) {
 	var heard, calls atomic.Int64
 	var s *Store
-	s = newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0), Shards: 1, MaxKeys: 4, OnOverflow: func(n int) {
+	s = newTestStore(t, Options{Clock: kit.NewManualClock(t0), Shards: 1, MaxKeys: 4, OnOverflow: func(n int) {
 		heard.Add(int64(n))
 		calls.Add(1)
 		_ = s.Stats() // locks every shard: deadlocks if a lock is held

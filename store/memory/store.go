@@ -70,7 +70,7 @@
 // store measures time on the monotonic clock from the moment it was created,
 // so a step of the wall clock neither refills buckets nor resets windows
 // (windows stay aligned to the wall clock as it read when the store was made).
-// Any other Clock is read as it is: a [ratelimit.ManualClock] moves only when
+// Any other Clock is read as it is: a [kit.ManualClock] moves only when
 // told, which is how exact timelines are tested.
 package memory
 

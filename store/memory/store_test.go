@@ -164,7 +164,7 @@ func TestConcurrentExact(t *testing.T) {
 	for _, p := range policiesOf100(t) {
 		t.Run(p.Name(), func(t *testing.T) {
 			t.Parallel()
-			s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+			s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 			var admitted atomic.Int64
 			var wg sync.WaitGroup
 			for range goroutines {
@@ -210,7 +210,7 @@ func keysInDistinctShards(t *testing.T, s *Store, n int) []string {
 }
 
 func TestAllOrNothingAcrossShards(t *testing.T) {
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 	keys := keysInDistinctShards(t, s, 3)
 	// Listed so that the shards are not in ascending order.
 	if s.shardIndex(keys[0]) < s.shardIndex(keys[1]) {
@@ -253,7 +253,7 @@ func TestAllOrNothingAcrossShards(t *testing.T) {
 func TestSameKeyTwice(t *testing.T) {
 	for _, p := range policiesOf100(t) {
 		t.Run(p.Name(), func(t *testing.T) {
-			s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+			s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 			r := ratelimit.Request{Key: "k", Policy: p, Cost: 40}
 			ok, out := evaluate(t, s, r, r)
 			if !ok || out[0].Remaining != 60 || out[1].Remaining != 20 {
@@ -276,7 +276,7 @@ func TestSameKeyTwice(t *testing.T) {
 }
 
 func TestNewKeyNotStoredOnDenial(t *testing.T) {
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 	one := mustPolicy(t, ratelimit.PolicyConfig{Name: "one", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Hour})
 	evaluate(t, s, ratelimit.Request{Key: "full", Policy: one})
 	ok, _ := evaluate(t, s, ratelimit.Request{Key: "fresh", Policy: one}, ratelimit.Request{Key: "full", Policy: one})
@@ -291,7 +291,7 @@ func TestNewKeyNotStoredOnDenial(t *testing.T) {
 func TestPeekAndReset(t *testing.T) {
 	for _, p := range policiesOf100(t) {
 		t.Run(p.Name(), func(t *testing.T) {
-			s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+			s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 			r := ratelimit.Request{Key: "k", Policy: p, Cost: 30}
 			if d := peek(t, s, r)[0]; !d.Allowed || d.Remaining != 100 || d.Reset != 0 {
 				t.Errorf("Peek(fresh key) = %+v, want allowed, remaining 100, no reset", d)
@@ -321,7 +321,7 @@ func TestPeekAndReset(t *testing.T) {
 // TestAlgorithmChange checks that a key's state written under one algorithm
 // is not read by another: a policy change starts a fresh budget.
 func TestAlgorithmChange(t *testing.T) {
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 	var ps []*ratelimit.Policy // one per algorithm
 	for _, p := range policiesOf100(t) {
 		if p.Mode() != ratelimit.Shape {
@@ -339,7 +339,7 @@ func TestAlgorithmChange(t *testing.T) {
 // TestExpiredKeyStartsAfresh checks that a key past its TTL starts afresh
 // before the sweeper has removed it.
 func TestExpiredKeyStartsAfresh(t *testing.T) {
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	s := newTestStore(t, Options{Clock: clock, SweepInterval: time.Hour})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "fw", Algorithm: ratelimit.FixedWindow, Limit: 2, Window: time.Second})
 	r := ratelimit.Request{Key: "k", Policy: p, Cost: 2}
@@ -361,7 +361,7 @@ func TestOverflowNeverUnlimited(t *testing.T) {
 		limit     = 5
 		overflows = (distinct - maxKeys) * perKey
 	)
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0), Shards: 4, MaxKeys: maxKeys})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0), Shards: 4, MaxKeys: maxKeys})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "per-user", Algorithm: ratelimit.FixedWindow, Limit: limit, Window: time.Hour})
 	reqs := []ratelimit.Request{{Policy: p}}
 	out := make([]ratelimit.Decision, 1)
@@ -422,7 +422,7 @@ func TestOverflowNeverUnlimited(t *testing.T) {
 // TestOverflowPerPolicy checks that the overflow budget is one per policy
 // name and algorithm, and that keys are tracked again once room is made.
 func TestOverflowPerPolicy(t *testing.T) {
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	s := newTestStore(t, Options{Clock: clock, Shards: 1, MaxKeys: 1, SweepInterval: time.Hour})
 	a := mustPolicy(t, ratelimit.PolicyConfig{Name: "a", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Second})
 	b := mustPolicy(t, ratelimit.PolicyConfig{Name: "b", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Second})
@@ -458,7 +458,7 @@ func TestOverflowPerPolicy(t *testing.T) {
 // tracked and some overflow, including two limits of one request sharing an
 // overflow budget.
 func TestOverflowInMultiLimitRequest(t *testing.T) {
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0), Shards: 1, MaxKeys: 1})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0), Shards: 1, MaxKeys: 1})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "p", Algorithm: ratelimit.TokenBucket, Capacity: 10, Rate: 1})
 	evaluate(t, s, ratelimit.Request{Key: "tracked", Policy: p})
 	ok, out := evaluate(t, s,
@@ -484,7 +484,7 @@ func TestOverflowInMultiLimitRequest(t *testing.T) {
 // counts every allocation over the runs (testing.AllocsPerRun rounds the
 // average down, which would hide an occasional one).
 func TestZeroAllocs(t *testing.T) {
-	clocks := map[string]ratelimit.Clock{"system": nil, "manual": ratelimit.NewManualClock(t0)}
+	clocks := map[string]ratelimit.Clock{"system": nil, "manual": kit.NewManualClock(t0)}
 	for name, clock := range clocks {
 		for _, p := range policiesOf100(t) {
 			t.Run(name+"/"+p.Name(), func(t *testing.T) {
@@ -493,7 +493,7 @@ func TestZeroAllocs(t *testing.T) {
 				out := make([]ratelimit.Decision, 1)
 				ctx := context.Background()
 				step := func() {
-					if m, ok := clock.(*ratelimit.ManualClock); ok {
+					if m, ok := clock.(*kit.ManualClock); ok {
 						m.Advance(time.Minute) // the buckets refill, the log turns over
 					}
 					if _, err := s.Evaluate(ctx, reqs, out); err != nil {
@@ -535,7 +535,7 @@ func mallocs(runs int, f func()) uint64 {
 // TestSlidingLogReusesArray checks that a key's sliding log keeps one array
 // in steady state instead of reallocating as entries leave the window.
 func TestSlidingLogReusesArray(t *testing.T) {
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	s := newTestStore(t, Options{Clock: clock})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "sl", Algorithm: ratelimit.SlidingLog, Limit: 10, Window: 10 * time.Millisecond})
 	r := ratelimit.Request{Key: "k", Policy: p}
@@ -556,7 +556,7 @@ func TestSlidingLogReusesArray(t *testing.T) {
 }
 
 func TestMultiLimitBeyondInline(t *testing.T) {
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0)})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0)})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 2, Window: time.Hour})
 	reqs := make([]ratelimit.Request, 3*maxInline)
 	for i := range reqs {

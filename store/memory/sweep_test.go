@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // TestSweeper runs the store on the system clock inside a synctest bubble,
@@ -58,7 +60,7 @@ func TestSweeperStopsOnClose(t *testing.T) {
 // TestSweeperShrinksMaps checks that a shard's table is rebuilt once a burst of
 // keys has expired, so its memory is given back.
 func TestSweeperShrinksMaps(t *testing.T) {
-	clock := ratelimit.NewManualClock(t0)
+	clock := kit.NewManualClock(t0)
 	s := newTestStore(t, Options{Clock: clock, Shards: 1, SweepInterval: time.Hour})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "p", Algorithm: ratelimit.TokenBucket, Capacity: 1, Rate: 1})
 	for i := range 1000 {

@@ -419,7 +419,7 @@ func TestSlotSize(t *testing.T) {
 // that its insertions would grow the table midway without the reservation,
 // and one call that is denied, whose fresh keys must all be deleted.
 func TestMultiLimitGrowsTable(t *testing.T) {
-	s := newTestStore(t, Options{Clock: ratelimit.NewManualClock(t0), Shards: 1})
+	s := newTestStore(t, Options{Clock: kit.NewManualClock(t0), Shards: 1})
 	p := mustPolicy(t, ratelimit.PolicyConfig{Name: "p", Algorithm: ratelimit.TokenBucket, Capacity: 2, Rate: 1})
 	var reqs []ratelimit.Request
 	for i := range 3 * minSlots {

@@ -191,7 +191,7 @@ func TestBatchMatchesUnbatched(t *testing.T) {
 	c := standaloneRedis(t)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 3))
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	alone := newTestStore(t, c, clock)
 	setBatching(alone, 0, false)
 	batched := newTestStore(t, c, clock)
@@ -236,7 +236,7 @@ func TestBatchMatchesUnbatched(t *testing.T) {
 // limits it holds: a request is never split across calls.
 func TestBatchOneCall(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Clock: clock})
 	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: tbPolicy})
 	reqs := [][]ratelimit.Request{threeLimits("a", false), {{Key: "b", Policy: tbPolicy}}, threeLimits("c", false)}
@@ -257,7 +257,7 @@ func TestBatchOneCall(t *testing.T) {
 // same batch commit. For each algorithm as the denying limit.
 func TestBatchDeniedLeavesLimits(t *testing.T) {
 	c := standaloneRedis(t)
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := newTestStore(t, c, clock)
 	sw := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "other-sw", Algorithm: ratelimit.SlidingWindow, Limit: 10, Window: time.Minute})
 	for _, p := range policies(t) {

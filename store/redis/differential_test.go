@@ -81,7 +81,7 @@ func TestDifferential(t *testing.T) {
 				p := ratelimit.MustPolicy(cfg)
 				for k := range keysPerPolicy {
 					rng := rand.New(rand.NewPCG(seed, uint64(pi*100+k)))
-					clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0).Add(time.Duration(rng.Int64N(1e15))))
+					clock := kit.NewManualClock(time.Unix(1_764_000_000, 0).Add(time.Duration(rng.Int64N(1e15))))
 					s := newTestStore(t, c, clock)
 					wg.Go(func() {
 						if err := replay(s, clock, p, rng, steps); err != nil {
@@ -101,7 +101,7 @@ func TestDifferential(t *testing.T) {
 
 // replay runs steps random steps on one key of p, on the Go step function
 // and on s, and reports the first difference.
-func replay(s *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, rng *rand.Rand, steps int) error {
+func replay(s *Store, clock *kit.ManualClock, p *ratelimit.Policy, rng *rand.Rand, steps int) error {
 	ctx := context.Background()
 	// Keep now far below 2^53 µs (the year 2255): Δt is bounded by 10^12µs.
 	period := min(max(p.Period().Microseconds(), 1), 1e12)
@@ -160,7 +160,7 @@ func replay(s *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, rng *ra
 // Go step function.
 func TestSlidingLogLongWalk(t *testing.T) {
 	c := standaloneRedis(t)
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := newTestStore(t, c, clock)
 	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingLog, Limit: 600, Window: time.Hour})
 	var state kit.State

@@ -58,7 +58,7 @@ func TestSameKeyTwice(t *testing.T) {
 	for _, p := range policies(t) {
 		t.Run(p.Name(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
-			clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+			clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 			s := newTestStore(t, c, clock)
 			states := map[string]kit.State{}
 			for step := range 400 {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -76,7 +78,7 @@ func TestDifferentialMemory(t *testing.T) {
 		}
 		for w := range memDiffWorkers {
 			rng := rand.New(rand.NewPCG(seed, uint64(gi*1000+w)))
-			clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0).Add(time.Duration(rng.Int64N(1e12)) * time.Microsecond))
+			clock := kit.NewManualClock(time.Unix(1_764_000_000, 0).Add(time.Duration(rng.Int64N(1e12)) * time.Microsecond))
 			ms, err := memory.New(memory.Options{Clock: clock, Shards: 16})
 			if err != nil {
 				t.Fatal(err)
@@ -105,7 +107,7 @@ func TestDifferentialMemory(t *testing.T) {
 // replayOnBoth runs one random sequence of 1..memDiffMaxSteps steps on key
 // under p, on the memory store ms and on the Redis store rs, which share
 // clock, and reports the first difference with the steps that led to it.
-func replayOnBoth(ms *memory.Store, rs *Store, clock *ratelimit.ManualClock, p *ratelimit.Policy, key string, rng *rand.Rand) error {
+func replayOnBoth(ms *memory.Store, rs *Store, clock *kit.ManualClock, p *ratelimit.Policy, key string, rng *rand.Rand) error {
 	ctx := context.Background()
 	req := []ratelimit.Request{{Key: key, Policy: p}}
 	got := make([]ratelimit.Decision, 1)

@@ -67,7 +67,7 @@ func sameState(t *testing.T, c rueidis.Client, s *Store, r ratelimit.Request, be
 // Issue 3, item 1.
 func TestDeniedWritesNothing(t *testing.T) {
 	c := standaloneRedis(t)
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := newTestStore(t, c, clock)
 	for _, p := range policies(t) {
 		t.Run(p.Name(), func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 // later requests get the Go step function's answers. Issue 3, item 2.
 func TestClusterRefund(t *testing.T) {
 	c := clusterRedis(t)
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 123_457_000))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 123_457_000))
 	s := newTestStore(t, c, clock)
 	gate := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "gate", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: ratelimit.MaxWindow})
 	for _, p := range policies(t) {
@@ -156,7 +156,7 @@ func TestClusterRefund(t *testing.T) {
 // consumes.
 func TestClusterAdmitsAcrossSlots(t *testing.T) {
 	c := clusterRedis(t)
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := newTestStore(t, c, clock)
 	ps := policies(t)
 	reqs := make([]ratelimit.Request, len(ps))
@@ -185,7 +185,7 @@ func TestClusterAdmitsAcrossSlots(t *testing.T) {
 // committed are refunded (in the background).
 func TestClusterRefundAfterError(t *testing.T) {
 	c := clusterRedis(t)
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := newTestStore(t, c, clock)
 	tb := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: 1})
 	a := ratelimit.Request{Key: "a", Policy: tb}

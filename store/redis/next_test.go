@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
+
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -35,7 +37,7 @@ func TestSlidingNext(t *testing.T) {
 				name += "/batched"
 			}
 			t.Run(name, func(t *testing.T) {
-				clock := ratelimit.NewManualClock(start)
+				clock := kit.NewManualClock(start)
 				s := newTestStore(t, dep.client(t), clock)
 				if batched {
 					setBatching(s, 1, true)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-gw/sluice/internal/redistest"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
 // scriptCalls returns the number of script runs (EVALSHA and EVAL) the
@@ -73,7 +74,7 @@ func TestOneScriptCall(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+			clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 			st := tc.setup(t, clock)
 			s := st.store
 			// Load the script first: the first call is EVALSHA (NOSCRIPT),
@@ -123,7 +124,7 @@ func TestOneScriptCall(t *testing.T) {
 // limit. Issue 3, item 1.
 func TestSentinelDeniedWritesNothing(t *testing.T) {
 	sn := redistest.NewSentinel(t, redistest.SentinelOptions{})
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
 	s := mustNew(t, Options{Mode: Sentinel, Addrs: sn.SentinelAddrs(), MasterName: sn.MasterName(), Clock: clock})
 	raw, err := newClient([]string{sn.Master.Addr()}, true)
 	if err != nil {

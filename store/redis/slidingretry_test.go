@@ -19,7 +19,7 @@ import (
 // blocking the shared one.
 func TestSlidingWindowLargeLimitRetry(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
-	clock := ratelimit.NewManualClock(time.Unix(1_764_000_000, 0).Truncate(time.Hour))
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0).Truncate(time.Hour))
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Clock: clock, Timeout: time.Second})
 	for _, l := range []int64{1 << 40, 1 << 50, 1 << 52} {
 		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Algorithm: ratelimit.SlidingWindow, Limit: l, Window: time.Hour})
