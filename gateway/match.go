@@ -9,7 +9,8 @@ import (
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
-// matcher decides whether a request belongs to a route (SPEC §2.1): path
+// matcher decides whether a request belongs to a route (docs/operations.md,
+// "Path rules"): path
 // glob, methods, host and exact header values must all hold. It is
 // immutable and safe for concurrent use.
 type matcher struct {

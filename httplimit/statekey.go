@@ -3,7 +3,7 @@ package httplimit
 import "strconv"
 
 // StateKey returns the store key of one budget: the state of the key value
-// parts under policy for limit limitID of route (SPEC §2.1: state belongs to
+// parts under policy for limit limitID of route (docs/semantics.md §4.3: state belongs to
 // route, limit, policy and key). Every component is written length-prefixed,
 // "<len>:<bytes>", so the encoding is injective: two different tuples never
 // give the same key, whatever bytes the values contain. For example route
