@@ -24,7 +24,7 @@ func TestRedactAddress(t *testing.T) {
 	}
 }
 
-// TestCheckNeverRepeatsPasswords is issue 12 item 12: no message about an
+// TestCheckNeverRepeatsPasswords: no message about an
 // address (an upstream, a Redis address) repeats a password it carries.
 func TestCheckNeverRepeatsPasswords(t *testing.T) {
 	data := []byte(`

@@ -32,7 +32,7 @@ func processRSS(t *testing.T, pid int) int {
 	return 0
 }
 
-// TestHostileUnfinishedHeaderMemory is issue 12 item 6: 100 connections
+// TestHostileUnfinishedHeaderMemory: 100 connections
 // each sending an unfinished 1 MiB header line must not make sluice hold
 // 1 MiB per connection. server.max_header_bytes bounds what the server
 // reads, so each connection gets its 431 after a small multiple of the

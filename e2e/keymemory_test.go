@@ -39,7 +39,7 @@ func residentBytes(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// TestLongKeysBoundedRSS is issue 12's probe against the built binary: 20,000
+// TestLongKeysBoundedRSS sends the built binary 20,000
 // requests, each with a distinct 8 KB key header, with a window long enough
 // that every key stays tracked, on the memory store and on a healthy Redis
 // store, whose local fallback mirrors every key. Both keep a fixed-size

@@ -165,7 +165,7 @@ func TestAdminAuthSchemeCase(t *testing.T) {
 	}
 }
 
-// Every admin answer shows a key the same way (SPEC §6: "key"): one part as
+// Every admin answer shows a key the same way ("key" in docs/operations.md, "Admin API"): one part as
 // a string, several parts as an array, however the key was given.
 func TestAdminKeyShape(t *testing.T) {
 	g := newTestGateway(t, adminConfig())

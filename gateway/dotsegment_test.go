@@ -11,7 +11,7 @@ import (
 // TestDotSegmentsMatchNoRoute: a path with a "." or ".." segment, written
 // as such or escaped, matches no route, so it is never forwarded for an
 // upstream to resolve outside the route's prefix or base path (found by the
-// hostile-input work, RELIABILITY.md row F5's neighbour; see match).
+// hostile-input tests, beside fault scenario row F5; see match).
 func TestDotSegmentsMatchNoRoute(t *testing.T) {
 	tests := []struct {
 		path string

@@ -109,7 +109,7 @@ func checkSpurious(r *Report, logs string) {
 	}
 	if r.Relaxed {
 		const grossOpens, grossShare = 2, 0.05
-		r.Note("A6 relaxed (CI on a shared box): ≤ %d openings and < %g%% fail; the plan's bounds are reported as misses", grossOpens, 100*grossShare)
+		r.Note("A6 relaxed (CI on a shared box): ≤ %d openings and < %g%% fail; the full bounds are reported as misses", grossOpens, 100*grossShare)
 		if opens > grossOpens {
 			r.Fail("breaker opened %d times in %.0fs with Redis healthy, want ≤ %d (relaxed gross bound)", opens, window.Seconds(), grossOpens)
 		}
@@ -299,7 +299,7 @@ func sentinelsDown(_ context.Context, e *Env) error {
 		if conn+other > 0 {
 			r.Fail("running gateway: %.0f connection/other store errors while only the sentinels were down, want 0 (it keeps its connection to the master)", conn+other)
 		}
-		// The plan's ≥ 99% on Redis, a figure spurious timeouts alone move
+		// The target of ≥ 99% on Redis, a figure spurious timeouts alone move
 		// (a miss); a relaxed run still fails when Redis was taken away:
 		// more than half of the decisions off Redis.
 		if share > 0.01 {
@@ -545,7 +545,7 @@ func noReplicas(_ context.Context, e *Env) error {
 	return nil
 }
 
-// oneSeedKeys is D1's number of background keys, the plan's 10^4: spread
+// oneSeedKeys is D1's number of background keys, 10^4 (docs/reliability.md, row D1): spread
 // over every slot, so that the first requests meet every master.
 const oneSeedKeys = 10_000
 

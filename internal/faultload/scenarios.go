@@ -13,7 +13,7 @@ import (
 )
 
 // Scenarios returns the rows of docs/reliability.md the harness runs, in the
-// plan's order.
+// page's order.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{ID: "A6", Title: "spurious fallback under load (R0, Redis healthy)", MinRate: 500, Steps: 6, Setup: spurious},
