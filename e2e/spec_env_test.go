@@ -10,7 +10,8 @@ import (
 )
 
 // TestSpecEnvExpansion: `sluice serve` replaces ${NAME} and ${NAME:-default}
-// from its environment (README.md, "Configuration reference"), in scalars and in flow collections alike.
+// from its environment (README.md, "Configuration reference"), in scalars
+// and in flow collections alike.
 // Not parallel: t.Setenv changes the environment the child inherits, and
 // the package's parallel tests only start after the sequential ones.
 func TestSpecEnvExpansion(t *testing.T) {
