@@ -62,7 +62,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Scenario is one row of the reliability plan.
+// Scenario is one row of docs/reliability.md.
 type Scenario struct {
 	// ID is the docs/reliability.md row ("B1"), Title what it does.
 	ID, Title string
