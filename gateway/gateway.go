@@ -233,8 +233,8 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 	return out, errors.Join(errs...)
 }
 
-// observe counts each limit's verdict once (docs/semantics.md §6.5), feeds the
-// dashboard's statistics and fills in the access log entry.
+// observe counts each limit's verdict once (docs/semantics.md §6.5), feeds
+// the dashboard's statistics and fills in the access log entry.
 func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]

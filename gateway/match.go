@@ -10,9 +10,8 @@ import (
 )
 
 // matcher decides whether a request belongs to a route (docs/operations.md,
-// "Path rules"): path
-// glob, methods, host and exact header values must all hold. It is
-// immutable and safe for concurrent use.
+// "Path rules"): path glob, methods, host and exact header values must all
+// hold. It is immutable and safe for concurrent use.
 type matcher struct {
 	segments []string // the path pattern split on "/", without the leading empty one
 	methods  map[string]bool

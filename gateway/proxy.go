@@ -91,10 +91,10 @@ func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metr
 				pr.Out.Host = pr.In.Host
 			}
 			// ReverseProxy removed the client's X-Forwarded-* before Rewrite.
-			// The gateway appends the TCP peer to the X-Forwarded-For received
-			// (docs/semantics.md §4.4),
-			// so put that back for SetXForwarded to append to; X-Forwarded-Host
-			// and -Proto are set afresh from the inbound request.
+			// The gateway appends the TCP peer to the X-Forwarded-For
+			// received (docs/semantics.md §4.4), so put that back for
+			// SetXForwarded to append to; X-Forwarded-Host and -Proto are set
+			// afresh from the inbound request.
 			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
 				pr.Out.Header["X-Forwarded-For"] = xff
 			}
