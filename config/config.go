@@ -173,7 +173,7 @@ type Memory struct {
 type Redis struct {
 	// Mode is "standalone" (default; exactly one address), "sentinel" (the
 	// addresses are Sentinels; MasterName is required) or "cluster" (the
-	// addresses are seed nodes).
+	// addresses are any nodes of the cluster, from which it learns the rest).
 	Mode string `yaml:"mode"`
 	// Addrs are host:port addresses. Required when store.type is redis.
 	Addrs []string `yaml:"addrs"`
