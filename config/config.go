@@ -26,7 +26,7 @@ type Config struct {
 	// Server is the gateway's public listener.
 	Server Server `yaml:"server"`
 	// Admin is the listener for health, metrics, the admin API and the
-	// dashboard (SPEC §6).
+	// dashboard (docs/operations.md, "The admin listener").
 	Admin Admin `yaml:"admin"`
 	// Store is where limit state lives.
 	Store Store `yaml:"store"`
@@ -66,7 +66,8 @@ type Server struct {
 	// Default 60s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes bounds the request line and headers together; a larger
-	// request gets 431. Default 16384 (16 KiB, SPEC §4).
+	// request gets 431. Default 16384 (16 KiB; docs/operations.md,
+	// "Answers sluice gives itself").
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
 	// AccessLog configures the access log (default off); see [AccessLog].
 	AccessLog AccessLog `yaml:"access_log"`
@@ -113,7 +114,8 @@ const (
 	StoreRedis  = "redis"
 )
 
-// On-error modes: what happens while the store is unavailable (SPEC §5).
+// On-error modes: what happens while the store is unavailable
+// (docs/semantics.md §6.3).
 // They are spelled as store/fallback's Mode values, which the gateway
 // converts them to; config holds strings because it does not import the
 // store packages.
@@ -171,7 +173,7 @@ type Memory struct {
 type Redis struct {
 	// Mode is "standalone" (default; exactly one address), "sentinel" (the
 	// addresses are Sentinels; MasterName is required) or "cluster" (the
-	// addresses are seed nodes).
+	// addresses are any nodes of the cluster, from which it learns the rest).
 	Mode string `yaml:"mode"`
 	// Addrs are host:port addresses. Required when store.type is redis.
 	Addrs []string `yaml:"addrs"`
@@ -207,7 +209,7 @@ type Redis struct {
 // The others must be left out.
 type PolicySpec struct {
 	// Algorithm is token_bucket, leaky_bucket, fixed_window, sliding_log,
-	// sliding_window or gcra (SPEC §3). Required.
+	// sliding_window or gcra (docs/semantics.md §2). Required.
 	Algorithm ratelimit.Algorithm `yaml:"algorithm"`
 	// Capacity is the bucket size (token_bucket, leaky_bucket): an integer
 	// from 1 to 2^53.

@@ -1,5 +1,5 @@
 // Package config loads, checks and describes sluice's YAML configuration
-// (SPEC §2).
+// (README.md, "Configuration reference").
 //
 // [Load] and [Parse] turn a file into a [Config] in four steps:
 //

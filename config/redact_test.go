@@ -24,8 +24,8 @@ func TestRedactAddress(t *testing.T) {
 	}
 }
 
-// TestCheckNeverRepeatsPasswords is issue 12 item 12: no message about an
-// address (an upstream, a Redis address) repeats a password it carries.
+// TestCheckNeverRepeatsPasswords: no message about an address (an upstream, a
+// Redis address) repeats a password it carries.
 func TestCheckNeverRepeatsPasswords(t *testing.T) {
 	data := []byte(`
 store:

@@ -38,8 +38,8 @@ import (
 // The short version (200 req/s, 2 s + 3 s fault + 3 s, store.timeout 50ms;
 // B4 and B5 step through three and two faults of 3 s, C2's fault lasts
 // 12 s, C4's 8 s, C5's 6 s; A6 measures 18 s at 500 req/s, its row's R0)
-// takes about five minutes. SLUICE_FAULT_LONG=1 runs the plan's
-// version (500 req/s, 5 s + 10 s + 10 s, store.timeout 20ms), about fourteen
+// takes about five minutes. SLUICE_FAULT_LONG=1 runs the long
+// version of docs/reliability.md (500 req/s, 5 s + 10 s + 10 s, store.timeout 20ms), about fourteen
 // minutes.
 //
 // The subtests run one after another and not in parallel with the package's

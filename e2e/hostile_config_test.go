@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// Malformed configuration: RELIABILITY.md rows G1 and G2 at the binary.
+// Malformed configuration at the binary (rows G1 and G2 of the fault
+// scenarios; docs/reliability.md lists their letters).
 
 // brokenConfigs are files `sluice serve` must refuse, each with the line
 // its first error must name.

@@ -16,7 +16,8 @@ import (
 	"time"
 )
 
-// Hostile input at the HTTP front: RELIABILITY.md rows F1-F6.
+// Hostile input at the HTTP front: rows F1-F6 of the fault scenarios
+// (docs/reliability.md lists their letters).
 
 // hostileUpstream records every whole request that reaches it.
 type hostileUpstream struct {
@@ -112,7 +113,8 @@ func isReset(err error) bool {
 func hostAddr(base string) string { return strings.TrimPrefix(base, "http://") }
 
 // TestHostileHeaderSize is row F2: with the default 16 KiB bound, a single
-// 20 KiB header, and 100 headers of 200 B, get SPEC §4's JSON 431; the
+// 20 KiB header, and 100 headers of 200 B, get the JSON 431 of
+// docs/operations.md ("Answers sluice gives itself"); the
 // upstream is never contacted and no limit is consulted, so the client's
 // key keeps its whole budget.
 func TestHostileHeaderSize(t *testing.T) {

@@ -52,14 +52,14 @@ func asUpstreamsRead(escaped string) string {
 	return path.Clean("/" + strings.Join(segs, "/"))
 }
 
-// TestHostilePathsAndHosts (issue 12, section A): two routes share the
-// prefix /api/v1, a strict one for /api/v1/admin/** and a loose one for the
-// rest, both bound to a host and both with strip_prefix 2. Once the strict
-// budget is spent, no spelling of a path or host (encoded slash or
-// backslash in any case, empty, dot and ";" segments, host case, port and
-// trailing dot) may reach the admin path upstream on the loose route's
-// budget, whichever way the upstream reads the path it is sent. Requests
-// go over raw TCP, since Go's client would clean the path first.
+// TestHostilePathsAndHosts: two routes share the prefix /api/v1, a strict one
+// for /api/v1/admin/** and a loose one for the rest, both bound to a host and
+// both with strip_prefix 2. Once the strict budget is spent, no spelling of a
+// path or host (encoded slash or backslash in any case, empty, dot and ";"
+// segments, host case, port and trailing dot) may reach the admin path
+// upstream on the loose route's budget, whichever way the upstream reads the
+// path it is sent. Requests go over raw TCP, since Go's client would clean
+// the path first.
 func TestHostilePathsAndHosts(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +145,7 @@ routes:
 	}
 }
 
-// TestHostHeaderMatchAndKey (issue 12): match.headers {Host: ...} and the
+// TestHostHeaderMatchAndKey: match.headers {Host: ...} and the
 // key part header:Host read the request's host, which Go keeps out of the
 // header map, normalised as match.host is: case, port and one trailing dot
 // are neither another route nor a fresh budget.
@@ -179,7 +179,7 @@ routes:
 	}
 }
 
-// TestPathKeyNoFreshBudget (issue 12): a "path" key cannot be given a fresh
+// TestPathKeyNoFreshBudget: a "path" key cannot be given a fresh
 // budget by spelling the same path another way; such spellings match no
 // route and are answered 404 before any limit is counted.
 func TestPathKeyNoFreshBudget(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// Hostile input against the Redis store: RELIABILITY.md rows E3, F3 and D6.
+// Hostile input against the Redis store: rows E3, F3 and D6 of the fault
+// scenarios (docs/reliability.md).
 
 // keyStats runs on one Redis node and returns, for the keys matching
 // ARGV[1], how many there are, how many have no TTL, and up to 20 of them.

@@ -39,12 +39,12 @@ func residentBytes(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// TestLongKeysBoundedRSS is issue 12's probe against the built binary: 20,000
-// requests, each with a distinct 8 KB key header, with a window long enough
-// that every key stays tracked, on the memory store and on a healthy Redis
-// store, whose local fallback mirrors every key. Both keep a fixed-size
-// digest per key, not the key, so the process grows by less than 20 MB (it
-// grew by 274 MB while the memory store kept the keys).
+// TestLongKeysBoundedRSS sends the built binary 20,000 requests, each with a
+// distinct 8 KB key header, with a window long enough that every key stays
+// tracked, on the memory store and on a healthy Redis store, whose local
+// fallback mirrors every key. Both keep a fixed-size digest per key, not the
+// key, so the process grows by less than 20 MB (it grew by 274 MB while the
+// memory store kept the keys).
 func TestLongKeysBoundedRSS(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		checkLongKeysRSS(t, "store: {type: memory}", "memory")

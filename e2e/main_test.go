@@ -1,6 +1,6 @@
 // Package e2e drives the sluice binary over HTTP: it builds cmd/sluice once,
 // runs it on temporary configs with httptest upstreams, and checks what a
-// client and an upstream see (SPEC §1, §2, §4, §6).
+// client and an upstream see (docs/semantics.md, docs/operations.md).
 package e2e
 
 import (

@@ -59,7 +59,7 @@ func routesFor(up string, algs ...string) string {
 var algorithms = []string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_log", "sliding_window", "gcra"}
 
 // checkBursts sends 8 requests per algorithm for one user and checks that
-// exactly 5 pass, the rest get SPEC §4's 429, and the upstream only sees the 5.
+// exactly 5 pass, the rest get the 429 of docs/semantics.md §5.3, and the upstream only sees the 5.
 func checkBursts(t *testing.T, bases []string, up *upstream, user string) {
 	for _, alg := range algorithms {
 		t.Run(alg, func(t *testing.T) {
@@ -91,7 +91,7 @@ func checkBursts(t *testing.T, bases []string, up *upstream, user string) {
 	}
 }
 
-// check429 checks a denial's headers and body (SPEC §4).
+// check429 checks a denial's headers and body (docs/semantics.md §5).
 func check429(t *testing.T, r response, policies ...string) {
 	t.Helper()
 	if r.code != 429 {
@@ -122,7 +122,7 @@ func check429(t *testing.T, r response, policies ...string) {
 	if body.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" || body.Title != "Too Many Requests" ||
 		body.Status != 429 || body.Error != "Too Many Requests" || body.Detail != detail || body.Message != detail ||
 		raw["retry_after"] != float64(ra) || strings.Join(body.Violated, ",") != strings.Join(policies, ",") {
-		t.Errorf("429 body = %s, want SPEC §4's with retry after %d and violated %v", r.body, ra, policies)
+		t.Errorf("429 body = %s, want docs/semantics.md §5.3's with retry after %d and violated %v", r.body, ra, policies)
 	}
 }
 
@@ -135,7 +135,7 @@ func TestMemoryAlgorithmBursts(t *testing.T) {
 	if r := get(t, p.base+"/gcra/x", "X-User-Id", "bob"); r.code != 200 {
 		t.Errorf("bob's first request = %d, want 200", r.code)
 	}
-	// SPEC §6.1: each limit's verdict counts once.
+	// Each limit's verdict counts once (docs/semantics.md §6.5).
 	if got := p.metric(`sluice_decisions_total{policy="gcra",result="denied",route="gcra"}`); got != "3" {
 		t.Errorf("denied decisions for gcra = %q, want 3", got)
 	}
@@ -152,7 +152,7 @@ func TestMemoryAlgorithmBursts(t *testing.T) {
 	}
 }
 
-// checkProblem checks a non-429 gateway answer (SPEC §4).
+// checkProblem checks a non-429 gateway answer (docs/semantics.md §5.3).
 func checkProblem(t *testing.T, r response, status int) {
 	t.Helper()
 	want := fmt.Sprintf(`"type":"about:blank","title":%q,"status":%d`, http.StatusText(status), status)
@@ -216,7 +216,7 @@ func checkAllOrNothing(t *testing.T, base string, window time.Duration) {
 }
 
 // waitWindowStart sleeps until just after the next multiple of window since
-// the epoch (windows are epoch-aligned, SPEC §3). Bounded by window.
+// the epoch (windows are epoch-aligned, docs/semantics.md §2.6). Bounded by window.
 func waitWindowStart(window time.Duration) {
 	now := time.Now()
 	next := now.Truncate(window).Add(window)
@@ -238,7 +238,7 @@ func TestShadowOverridesPlans(t *testing.T) {
 }
 
 // shadowOverridesPlansConfig has a shadow-only route and a route whose
-// policy comes from an override, a plan or the default (SPEC §2).
+// policy comes from an override, a plan or the default (docs/semantics.md §7).
 func shadowOverridesPlansConfig(store, up string) string {
 	return store + header + `
 policies:

@@ -145,7 +145,8 @@ routes:
 }
 
 // TestRedisDownAtStart starts sluice on a Redis address where nothing
-// listens: it starts and serves, each on_error mode as SPEC §5 says.
+// listens: it starts and serves, each on_error mode as docs/semantics.md §6.3
+// says.
 func TestRedisDownAtStart(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -155,10 +156,11 @@ func TestRedisDownAtStart(t *testing.T) {
 		fallbacks string
 		quota     bool // responses carry RateLimit and X-RateLimit-*
 	}{
-		// SPEC §5 counts every request decided without the store, local
-		// denials of keys the fallback already admitted for included.
+		// docs/semantics.md §6.5 counts every request decided without the
+		// store, local denials of keys the fallback already admitted for
+		// included.
 		{"local", []int{200, 200, 200, 429, 429}, 200, "5", true},
-		// Admitted without counting: no quota headers (issue 12).
+		// Admitted without counting: no quota headers.
 		{"allow", []int{200, 200, 200, 200, 200}, 200, "5", false},
 		{"deny", []int{503, 503, 503, 503, 503}, 503, "5", false},
 	} {
@@ -204,11 +206,11 @@ routes:
 	}
 }
 
-// TestRedisReadyNeedsWrites (RELIABILITY C5): a Redis that answers PING but
-// refuses writes (a master short of min-replicas-to-write) fails every
-// decision, so under on_error deny the instance is not ready, even before
-// any request has tripped the breaker; once Redis takes writes again it is
-// ready and serves.
+// TestRedisReadyNeedsWrites (docs/reliability.md row C5): a Redis that
+// answers PING but refuses writes (a master short of min-replicas-to-write)
+// fails every decision, so under on_error deny the instance is not ready,
+// even before any request has tripped the breaker; once Redis takes writes
+// again it is ready and serves.
 func TestRedisReadyNeedsWrites(t *testing.T) {
 	t.Parallel()
 	srv := redistest.NewServer(t, redistest.ServerOptions{})

@@ -10,16 +10,17 @@ import (
 )
 
 // TestSpecEnvExpansion: `sluice serve` replaces ${NAME} and ${NAME:-default}
-// from its environment (SPEC §2), in scalars and in flow collections alike.
+// from its environment (README.md, "Configuration reference"), in scalars
+// and in flow collections alike.
 // Not parallel: t.Setenv changes the environment the child inherits, and
 // the package's parallel tests only start after the sequential ones.
 func TestSpecEnvExpansion(t *testing.T) {
 	up := newHostileUpstream(t)
-	t.Setenv("SPEC_E2E_UPSTREAM", up.URL)
-	t.Setenv("SPEC_E2E_GREETING", "hello from the environment")
-	t.Setenv("SPEC_E2E_LIMIT_HEADER", "X-Tenant")
-	t.Setenv("SPEC_E2E_SET", "set-value")
-	t.Setenv("SPEC_E2E_EMPTY", "")
+	t.Setenv("SLUICE_E2E_UPSTREAM", up.URL)
+	t.Setenv("SLUICE_E2E_GREETING", "hello from the environment")
+	t.Setenv("SLUICE_E2E_LIMIT_HEADER", "X-Tenant")
+	t.Setenv("SLUICE_E2E_SET", "set-value")
+	t.Setenv("SLUICE_E2E_EMPTY", "")
 	p := start(t, `store: {type: memory}`+header+`
 policies:
   two: {algorithm: fixed_window, limit: 2, window: 24h}
@@ -27,16 +28,16 @@ routes:
   - id: hello
     match: {path: /hello}
     respond:
-      body: "${SPEC_E2E_GREETING}"
-      headers: {X-Default: "${SPEC_E2E_UNSET_WITH_DEFAULT:-fallback text}", X-Set: "${SPEC_E2E_SET:-not used}", X-Empty: "${SPEC_E2E_EMPTY:-empty uses default}"}
+      body: "${SLUICE_E2E_GREETING}"
+      headers: {X-Default: "${SLUICE_E2E_UNSET_WITH_DEFAULT:-fallback text}", X-Set: "${SLUICE_E2E_SET:-not used}", X-Empty: "${SLUICE_E2E_EMPTY:-empty uses default}"}
   - id: api
     match: {path: /api/**}
-    upstream: ${SPEC_E2E_UPSTREAM}
-    limits: [{policy: two, key: "header:${SPEC_E2E_LIMIT_HEADER}"}]
+    upstream: ${SLUICE_E2E_UPSTREAM}
+    limits: [{policy: two, key: "header:${SLUICE_E2E_LIMIT_HEADER}"}]
 `)
 	r := get(t, p.base+"/hello")
 	if r.code != 200 || r.body != "hello from the environment" {
-		t.Errorf("GET /hello = %d %q, want the body from ${SPEC_E2E_GREETING}", r.code, r.body)
+		t.Errorf("GET /hello = %d %q, want the body from ${SLUICE_E2E_GREETING}", r.code, r.body)
 	}
 	for h, want := range map[string]string{"X-Default": "fallback text", "X-Set": "set-value", "X-Empty": "empty uses default"} {
 		if got := r.header.Get(h); got != want {
@@ -51,7 +52,7 @@ routes:
 		}
 	}
 	if n := up.count(); n != 2 {
-		t.Errorf("the upstream from ${SPEC_E2E_UPSTREAM} saw %d requests, want 2", n)
+		t.Errorf("the upstream from ${SLUICE_E2E_UPSTREAM} saw %d requests, want 2", n)
 	}
 	if r := get(t, p.base+"/api/x"); r.code != 403 {
 		t.Errorf("without X-Tenant: %d, want 403 (the key is header:X-Tenant)", r.code)
@@ -62,7 +63,7 @@ routes:
 // exit non-zero with an error naming the variable and FILE:LINE.
 func TestSpecEnvUnsetVariable(t *testing.T) {
 	t.Parallel()
-	const name = "SPEC_E2E_NEVER_SET_7F3A"
+	const name = "SLUICE_E2E_NEVER_SET_7F3A"
 	if _, ok := os.LookupEnv(name); ok {
 		t.Skipf("%s is set in the test environment", name)
 	}

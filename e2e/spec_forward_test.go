@@ -37,7 +37,8 @@ func sendHost(t *testing.T, url, host string, header ...string) response {
 	return response{resp.StatusCode, string(b), resp.Header}
 }
 
-// TestSpecForwarding checks what the upstream receives (SPEC §2.1, §4):
+// TestSpecForwarding checks what the upstream receives (docs/operations.md,
+// "What the upstream receives"):
 // the upstream's host as Host by default and the client's with
 // preserve_host; the upstream URL's base path joined with the request path
 // after strip_prefix (stripping every segment leaves base + "/"); the query
@@ -141,7 +142,7 @@ routes:
 }
 
 // TestSpecStreaming checks that a streamed response reaches the client as
-// it comes (SPEC §4): the upstream writes and flushes a first chunk, then
+// it comes (docs/operations.md, "What the upstream receives"): the upstream writes and flushes a first chunk, then
 // writes the second only once the client has read the first.
 func TestSpecStreaming(t *testing.T) {
 	t.Parallel()

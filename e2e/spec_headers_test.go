@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestSpecMultiLimitHeaders checks SPEC §4's headers on a route with three
+// TestSpecMultiLimitHeaders checks the headers of docs/semantics.md §5 on a route with three
 // limits and a shadow one: RateLimit-Policy and RateLimit list every
 // non-shadow limit, in order, in draft-ietf-httpapi-ratelimit-headers-10
 // syntax; the X-RateLimit-* trio describes the lowest remaining (first in

@@ -14,7 +14,7 @@ type keyStep struct {
 	want   int      // status
 }
 
-// TestSpecKeys drives each key kind (SPEC §2, §2.1) through the binary with a
+// TestSpecKeys drives each key kind (docs/semantics.md §4) through the binary with a
 // budget of 2 per key: query:NAME, path, route, const, a list key
 // [header:X-A, query:b]; on_empty_key anonymous and skip; and a cost above 1.
 func TestSpecKeys(t *testing.T) {

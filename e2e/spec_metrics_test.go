@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestSpecKeyNeverAMetricsLabel: rate-limit key values (SPEC §6: "the
-// rate-limit key is never a metrics label") do not show in /metrics, whether
+// TestSpecKeyNeverAMetricsLabel: rate-limit key values (the
+// rate-limit key is never a metrics label; docs/operations.md, "Metrics") do not show in /metrics, whether
 // the request was admitted, denied, shadow-denied or had its policy picked
 // by an override or a plan.
 func TestSpecKeyNeverAMetricsLabel(t *testing.T) {

@@ -46,7 +46,7 @@ func (u *arrivals) list() []arrival {
 }
 
 // TestSpecShapeSpacing: leaky_bucket in shape mode holds each admitted
-// request for level_before/r (SPEC §3), so a burst reaches the upstream
+// request for level_before/r (docs/semantics.md §2.4), so a burst reaches the upstream
 // spaced by 1/r, in the order the gateway queued it. Timing bounds are
 // lower bounds with generous slack; nothing asserts an upper bound.
 func TestSpecShapeSpacing(t *testing.T) {

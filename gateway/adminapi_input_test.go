@@ -27,9 +27,9 @@ func adminProblem(t *testing.T, what string, code int, body string, h map[string
 	return p.Detail
 }
 
-// A query string Go cannot parse used to lose its bad pairs silently, so
-// ?part=%zz&part=victim acted on the one-part key ["victim"]. Every admin
-// call with such a query is now 400 and acts on nothing.
+// A query string Go cannot parse is refused as a whole: every admin call
+// with such a query is 400 and acts on nothing, so ?part=%zz&part=victim
+// never acts on the one-part key ["victim"].
 func TestAdminMalformedQuery(t *testing.T) {
 	g := newTestGateway(t, adminConfig())
 	// An override the DELETE rows must leave in place.
@@ -78,7 +78,8 @@ func TestAdminMalformedQuery(t *testing.T) {
 	}
 }
 
-// Bodies over the 64 KiB cap used to be read as cut short: 400 "...: EOF".
+// A body over the 64 KiB cap is 413 and says so (not a 400 "...: EOF"
+// for a body read as cut short).
 func TestAdminBodyTooLarge(t *testing.T) {
 	g := newTestGateway(t, adminConfig())
 	for _, tc := range []struct{ name, body string }{
@@ -105,7 +106,7 @@ func TestAdminBodyTooLarge(t *testing.T) {
 	}
 }
 
-// Data after the JSON object used to be ignored.
+// Data after the JSON object is refused with 400.
 func TestAdminBodyTrailingData(t *testing.T) {
 	g := newTestGateway(t, adminConfig())
 	for _, body := range []string{
@@ -165,7 +166,7 @@ func TestAdminAuthSchemeCase(t *testing.T) {
 	}
 }
 
-// Every admin answer shows a key the same way (SPEC §6: "key"): one part as
+// Every admin answer shows a key the same way ("key" in docs/operations.md, "Admin API"): one part as
 // a string, several parts as an array, however the key was given.
 func TestAdminKeyShape(t *testing.T) {
 	g := newTestGateway(t, adminConfig())

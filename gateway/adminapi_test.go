@@ -133,7 +133,7 @@ func TestAdminLimitsPeekAndReset(t *testing.T) {
 			t.Fatalf("GET unseen key (-want +got):\n%s", diff)
 		}
 	}
-	// The exact JSON of SPEC §6.
+	// The exact JSON of docs/operations.md, "Admin API".
 	if _, body, _ := call(t, g.admin, "GET", "/admin/v1/limits/api/u1", "", bearer...); body != `{"route":"api","key":"u1","limits":[{"policy":"per-user","algorithm":"token_bucket","limit":3,"remaining":3,"reset":1764100000}]}`+"\n" {
 		t.Errorf("body = %s", body)
 	}
@@ -341,7 +341,7 @@ func TestAccessLog(t *testing.T) {
 	}
 }
 
-// TestAccessLogBoundsClientFields is issue 12 item 7: what a client sends
+// TestAccessLogBoundsClientFields: what a client sends
 // (the method, a raw key) reaches the access log cut to maxLogField bytes
 // with a marker, so a 1 MiB method does not write a 1 MiB line.
 func TestAccessLogBoundsClientFields(t *testing.T) {
@@ -370,7 +370,7 @@ func TestAccessLogBoundsClientFields(t *testing.T) {
 	}
 }
 
-// TestStatsKeysHashed is issue 12 item 19: the dashboard's data shows keys
+// TestStatsKeysHashed: the dashboard's data shows keys
 // (top limited keys, overrides) hashed as the access log does, unless
 // server.access_log.raw_keys; a key on a shared screen is a leak.
 func TestStatsKeysHashed(t *testing.T) {

@@ -21,7 +21,7 @@ func adminCall(g *Gateway, peer, auth string) (int, string) {
 	return rec.Code, rec.Header().Get("Retry-After")
 }
 
-// TestAdminLoginFailuresLimited is issue 12 item 13: a client that sends
+// TestAdminLoginFailuresLimited: a client that sends
 // adminLoginBurst is package admin's burst of failed logins per address
 // (docs/operations.md, "The admin listener").
 const adminLoginBurst = 10

@@ -10,7 +10,8 @@
 //     store the config names, and the admin endpoints. Building dials
 //     nothing: Redis connects lazily, and /readyz reports whether it answers.
 //   - [Gateway.ServeHTTP] sends a request to the first route whose match
-//     holds, or answers 404; every error answer has SPEC §4's JSON shape.
+//     holds, or answers 404; every error answer has the problem+json shape of
+//     docs/semantics.md §5.3.
 //     The request's host and path are read once, by the path rules of
 //     docs/operations.md: a path an upstream could read another way (a dot
 //     or empty segment, a ";", an encoded slash unless the route allows it)
@@ -42,7 +43,7 @@
 // should take traffic. The gateway holds the result as one handle, the
 // store and its status (store.go); only the store wiring knows the kind.
 //
-// Request headers: SPEC §4 bounds the request line and headers at 16 KiB
+// Request headers: the request line and headers are bounded at 16 KiB
 // (server.max_header_bytes) with a JSON 431. Go's http.Server answers an
 // oversize header block itself in plain text, so the Server lets it read up
 // to twice the bound and the Gateway measures each request (request line,

@@ -8,10 +8,10 @@ import (
 	"github.com/sluice-gw/sluice/config"
 )
 
-// TestDotSegmentsMatchNoRoute: a path with a "." or ".." segment, written
-// as such or escaped, matches no route, so it is never forwarded for an
-// upstream to resolve outside the route's prefix or base path (found by the
-// hostile-input work, RELIABILITY.md row F5's neighbour; see match).
+// TestDotSegmentsMatchNoRoute: a path with a "." or ".." segment, written as
+// such or escaped, matches no route, so it is never forwarded for an upstream
+// to resolve outside the route's prefix or base path (docs/operations.md,
+// "Path rules"; see match).
 func TestDotSegmentsMatchNoRoute(t *testing.T) {
 	tests := []struct {
 		path string

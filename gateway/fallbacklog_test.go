@@ -34,12 +34,12 @@ func (s *syncBuffer) String() string {
 }
 
 // TestFallbackIsLogged: when the breaker opens (Redis unreachable, here from
-// the start, as RELIABILITY C4's gateway started with every sentinel down),
-// the gateway says so in its log once, with the error, besides
-// sluice_fallback_active.
-// deadRedisGateway returns a gateway whose Redis store points at a port
-// nothing listens on, with on_error mode, its one route /hello limited per
-// X-User header, and the buffer its logs go to, and the dead address.
+// the start, as docs/reliability.md row C4's gateway started with every
+// sentinel down), the gateway says so in its log once, with the error,
+// besides sluice_fallback_active. deadRedisGateway returns a gateway whose
+// Redis store points at a port nothing listens on, with on_error mode, its
+// one route /hello limited per X-User header, and the buffer its logs go to,
+// and the dead address.
 func deadRedisGateway(t *testing.T, mode string) (*Gateway, *syncBuffer, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -125,7 +125,7 @@ var quotaHeaders = []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"
 
 // TestAllowSendsNoQuota: under on_error allow with Redis down, requests are
 // admitted without being counted, and their responses carry no quota
-// headers: a full budget nobody counted would be a guess (issue 12).
+// headers: a full budget nobody counted would be a guess.
 func TestAllowSendsNoQuota(t *testing.T) {
 	g, _, _ := deadRedisGateway(t, config.OnErrorAllow)
 	// Past the breaker's opening: failing calls, then the open breaker.

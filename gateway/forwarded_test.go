@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestProxyClientAddressHeaders is issue 12 item 14: X-Real-IP reaching the
+// TestProxyClientAddressHeaders: X-Real-IP reaching the
 // upstream is always the client address sluice determined (the peer, or the
 // X-Forwarded-For client of a trusted proxy), never the client's claim, and
 // a Forwarded header is passed on only from a trusted proxy.

@@ -38,7 +38,8 @@ func oddSegmentsModel(decoded string) bool {
 	return false
 }
 
-// globModel is a naive model of a route path pattern (SPEC §2.1): a regular
+// globModel is a naive model of a route path pattern (docs/operations.md,
+// "Path rules"): a regular
 // expression over the whole path where "*" is one non-empty segment without
 // '/', "**" any number of segments (none included), and every other segment
 // itself, byte for byte.

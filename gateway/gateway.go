@@ -62,7 +62,8 @@ type Gateway struct {
 	admin    http.Handler
 	// transport is shared by the proxy routes; Close drops its idle connections.
 	transport *http.Transport
-	// maxHeaderBytes bounds the request line and headers together (SPEC §6.1).
+	// maxHeaderBytes bounds the request line and headers together; larger
+	// requests get a JSON 431 (docs/operations.md, "Answers sluice gives itself").
 	maxHeaderBytes int
 	clock          ratelimit.Clock
 	stats          *admin.Stats
@@ -232,8 +233,8 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 	return out, errors.Join(errs...)
 }
 
-// observe counts each limit's verdict once (SPEC §6.1), feeds the
-// dashboard's statistics and fills in the access log entry.
+// observe counts each limit's verdict once (docs/semantics.md §6.5), feeds
+// the dashboard's statistics and fills in the access log entry.
 func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]

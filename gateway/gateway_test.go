@@ -47,7 +47,7 @@ func newTestGateway(t *testing.T, cfg *config.Config) *Gateway {
 	return g
 }
 
-// problemBody decodes a SPEC §4 error body and checks its common shape.
+// problemBody decodes a docs/semantics.md §5.3 error body and checks its common shape.
 func problemBody(t *testing.T, resp *http.Response, status int) map[string]any {
 	t.Helper()
 	if resp.StatusCode != status {

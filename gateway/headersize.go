@@ -2,18 +2,19 @@ package gateway
 
 import "net/http"
 
-// defaultMaxHeaderBytes is SPEC §4's bound on the request line and headers.
+// defaultMaxHeaderBytes is the default bound on the request line and headers
+// (server.max_header_bytes).
 const defaultMaxHeaderBytes = 16 << 10
 
 // serverMaxHeaderBytes returns the http.Server.MaxHeaderBytes for a gateway
 // bound of max bytes. Go answers an oversize header block itself with a
-// plain-text 431, so to answer with SPEC §4's JSON body the server reads up
-// to twice the bound (Go adds 4096 bytes of slack on top) and the gateway
-// measures each request itself (headerBytes). Header blocks beyond that get
-// Go's plain 431. The read limit is also what a connection may make the
-// server buffer before its request is parsed: Go grows the buffer for an
-// unfinished header line up to it, so it must stay a small multiple of the
-// bound, never a fixed megabyte.
+// plain-text 431, so to answer with the problem+json body of
+// docs/semantics.md §5.3 the server reads up to twice the bound (Go adds 4096
+// bytes of slack on top) and the gateway measures each request itself
+// (headerBytes). Header blocks beyond that get Go's plain 431. The read limit
+// is also what a connection may make the server buffer before its request is
+// parsed: Go grows the buffer for an unfinished header line up to it, so it
+// must stay a small multiple of the bound, never a fixed megabyte.
 func serverMaxHeaderBytes(bound int) int { return 2 * bound }
 
 // headerBytes returns the size of r's request line and header block as sent

@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
-// TestKeyCapObservable (issue 12): reaching store.memory.max_keys shows in
+// TestKeyCapObservable: reaching store.memory.max_keys shows in
 // sluice_store_keys and sluice_store_key_overflow_total, and in one WARN
 // line, not one per request; after an hour without overflows the next one
 // is logged again. For the memory store and for the local fallback of a

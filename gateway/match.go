@@ -9,9 +9,9 @@ import (
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
-// matcher decides whether a request belongs to a route (SPEC §2.1): path
-// glob, methods, host and exact header values must all hold. It is
-// immutable and safe for concurrent use.
+// matcher decides whether a request belongs to a route (docs/operations.md,
+// "Path rules"): path glob, methods, host and exact header values must all
+// hold. It is immutable and safe for concurrent use.
 type matcher struct {
 	segments []string // the path pattern split on "/", without the leading empty one
 	methods  map[string]bool

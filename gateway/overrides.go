@@ -14,7 +14,8 @@ import (
 
 // overridePoll is how often an instance re-reads a shared overrides table,
 // so that a change made on another instance is in force here within
-// overridePoll plus one store round trip (SPEC §6: within 1 s).
+// overridePoll plus one store round trip, well within the 1 s that
+// docs/operations.md ("Admin API") promises.
 const overridePoll = 250 * time.Millisecond
 
 // sharedTable is a table of fields and values that several instances

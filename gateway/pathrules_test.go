@@ -9,8 +9,8 @@ import (
 )
 
 // TestPathRules: matching sees the same segments strip_prefix counts, and
-// paths that upstreams read in more than one way match no route (issue 12,
-// section A; docs/operations.md, "Path rules"). An encoded slash or
+// paths that upstreams read in more than one way match no route
+// (docs/operations.md, "Path rules"). An encoded slash or
 // backslash is taken only by a route that allows it, and then stays part of
 // its segment.
 func TestPathRules(t *testing.T) {
@@ -62,8 +62,8 @@ func TestPathRules(t *testing.T) {
 
 // TestMatchHostNormalised: match.host and a Host entry in match.headers
 // compare the request's host without port, case or one trailing dot; Go
-// keeps Host out of the header map, so a header match on it used to see
-// nothing (issue 12).
+// keeps Host out of the header map, so a header match on Host
+// reads Request.Host.
 func TestMatchHostNormalised(t *testing.T) {
 	byHost := newMatcher(config.Match{Path: "/**", Host: "api.example.com"})
 	byHeader := newMatcher(config.Match{Path: "/**", Headers: map[string]string{"host": "API.example.com"}})

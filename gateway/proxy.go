@@ -84,15 +84,17 @@ func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metr
 				}
 			}
 			// SetURL joins the upstream's base path with the request path and
-			// sends the upstream's host as Host (SPEC §2.1 default).
+			// sends the upstream's host as Host (the default unless
+			// preserve_host is set).
 			pr.SetURL(c.target)
 			if c.preserveHost {
 				pr.Out.Host = pr.In.Host
 			}
 			// ReverseProxy removed the client's X-Forwarded-* before Rewrite.
-			// SPEC §2.1 appends the TCP peer to the X-Forwarded-For received,
-			// so put that back for SetXForwarded to append to; X-Forwarded-Host
-			// and -Proto are set afresh from the inbound request.
+			// The gateway appends the TCP peer to the X-Forwarded-For
+			// received (docs/semantics.md §4.4), so put that back for
+			// SetXForwarded to append to; X-Forwarded-Host and -Proto are set
+			// afresh from the inbound request.
 			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
 				pr.Out.Header["X-Forwarded-For"] = xff
 			}

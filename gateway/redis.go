@@ -17,9 +17,9 @@ import (
 )
 
 // openRedis builds the Redis store the config describes, behind the
-// store.on_error fallback (SPEC §5): a circuit breaker, and in local mode an
-// in-memory store of this instance's own. It dials nothing: the Redis store
-// connects on first use.
+// store.on_error fallback (docs/semantics.md §6): a circuit breaker, and in
+// local mode an in-memory store of this instance's own. It dials nothing: the
+// Redis store connects on first use.
 func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	rc := cfg.Store.Redis
 	opts := redis.Options{

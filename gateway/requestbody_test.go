@@ -65,8 +65,8 @@ func newBodyUpstream(t *testing.T) *bodyUpstream {
 
 // TestMalformedRequestBodyIs400: a request body that Go's server cannot
 // read while the proxy streams it (bare LF or an overflowing or non-hex
-// chunk size in chunked encoding) is the client's fault: 400 with the SPEC
-// §4 body, logged at debug rather than as an upstream failure, and the
+// chunk size in chunked encoding) is the client's fault: 400 with the
+// docs/semantics.md §5.3 body, logged at debug rather than as an upstream failure, and the
 // upstream gets no whole request. A well-formed chunked body still passes.
 func TestMalformedRequestBodyIs400(t *testing.T) {
 	up := newBodyUpstream(t)

@@ -8,9 +8,10 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// Header names written on every response that went through a limit (SPEC §4),
-// in canonical form, so that they can be stored in an http.Header directly.
-// HTTP field names are case-insensitive: "X-Ratelimit-Limit" is X-RateLimit-Limit.
+// Header names written on every response that went through a limit
+// (docs/semantics.md §5), in canonical form, so that they can be stored in an
+// http.Header directly. HTTP field names are case-insensitive:
+// "X-Ratelimit-Limit" is X-RateLimit-Limit.
 const (
 	HeaderLimit           = "X-Ratelimit-Limit"
 	HeaderRemaining       = "X-Ratelimit-Remaining"

@@ -174,8 +174,8 @@ func TestConcurrentRequests(t *testing.T) {
 }
 
 // TestRateLimitTSliding: with nothing left, a sliding limit's t is when one
-// more unit is available, not when the whole limit is back (issue 12: 5 per
-// hour, the fifth request said t=5385 where one unit was back after 2505s).
+// more unit is available, not when the whole limit is back (5 per
+// hour, the fifth request must not say t=5385 when one unit is back after 2505s).
 func TestRateLimitTSliding(t *testing.T) {
 	cases := []struct {
 		alg   ratelimit.Algorithm

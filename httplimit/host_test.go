@@ -26,7 +26,7 @@ func TestNormalizeHost(t *testing.T) {
 }
 
 // TestHeaderHostKey: "header:Host" reads the request's host, which Go keeps
-// in Request.Host and not in the header map (issue 12), normalised so that
+// in Request.Host and not in the header map, normalised so that
 // case, port and a trailing dot are not fresh budgets.
 func TestHeaderHostKey(t *testing.T) {
 	p, err := ParseKey("header:host")

@@ -15,8 +15,8 @@ import (
 
 // Middleware rate-limits an http.Handler: it resolves each limit's key,
 // evaluates all limits in one store call, sets the rate-limit headers and
-// either forwards the request or answers 429 (SPEC §4). Create one with New;
-// it is safe for concurrent use.
+// either forwards the request or answers 429 (docs/semantics.md §5). Create
+// one with New; it is safe for concurrent use.
 type Middleware struct {
 	route        string
 	limits       []Limit

@@ -11,9 +11,9 @@ import (
 // IETF rate-limit headers draft registers.
 const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// problem is the body of every error sluice writes (SPEC §4): an RFC 9457
-// problem that also carries the plain error and message fields clients
-// already parse. Field order is the wire order.
+// problem is the body of every error sluice writes (docs/semantics.md §5.3):
+// an RFC 9457 problem that also carries the plain error and message fields
+// clients already parse. Field order is the wire order.
 type problem struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`
@@ -26,7 +26,8 @@ type problem struct {
 }
 
 // WriteProblem writes an error answer with status and detail in the body
-// shape of SPEC §4: {"type":"about:blank","title":T,"status":S,"detail":D,
+// shape of docs/semantics.md §5.3:
+// {"type":"about:blank","title":T,"status":S,"detail":D,
 // "error":T,"message":D} where T is http.StatusText(status). It sets
 // Content-Type to application/problem+json; any other header (Retry-After on
 // a 503, say) must be set on w before the call. It is the one place where
@@ -36,10 +37,11 @@ func WriteProblem(w http.ResponseWriter, status int, detail string) {
 	writeProblem(w, problem{Type: "about:blank", Title: t, Status: status, Detail: detail, Error: t, Message: detail})
 }
 
-// WriteTooManyRequests writes the 429 answer of SPEC §4: Retry-After in whole
-// seconds (rounded up, at least 1), Content-Type application/problem+json and
-// the quota-exceeded problem body naming the violated policies. Rate-limit
-// headers, if any, must be set on w before the call.
+// WriteTooManyRequests writes the 429 answer of docs/semantics.md §5.3:
+// Retry-After in whole seconds (rounded up, at least 1), Content-Type
+// application/problem+json and the quota-exceeded problem body naming the
+// violated policies. Rate-limit headers, if any, must be set on w before the
+// call.
 func WriteTooManyRequests(w http.ResponseWriter, retryAfter time.Duration, violated []string) {
 	n := retryAfterSeconds(retryAfter)
 	w.Header().Set("Retry-After", strconv.FormatInt(n, 10))

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestTooManyRequestsWording is issue 12 item 18: "1 second", never
+// TestTooManyRequestsWording: "1 second", never
 // "1 seconds".
 func TestTooManyRequestsWording(t *testing.T) {
 	for _, tt := range []struct {

@@ -3,11 +3,12 @@ package httplimit
 import "strconv"
 
 // StateKey returns the store key of one budget: the state of the key value
-// parts under policy for limit limitID of route (SPEC §2.1: state belongs to
-// route, limit, policy and key). Every component is written length-prefixed,
-// "<len>:<bytes>", so the encoding is injective: two different tuples never
-// give the same key, whatever bytes the values contain. For example route
-// "api", limit "0", policy "per-user" and key "u1" give "3:api1:08:per-user2:u1".
+// parts under policy for limit limitID of route (docs/semantics.md §4.3:
+// state belongs to route, limit, policy and key). Every component is written
+// length-prefixed, "<len>:<bytes>", so the encoding is injective: two
+// different tuples never give the same key, whatever bytes the values
+// contain. For example route "api", limit "0", policy "per-user" and key "u1"
+// give "3:api1:08:per-user2:u1".
 //
 // The result may contain any byte; a store that gives bytes meaning (Redis
 // Cluster hash tags, for one) must escape or hash it.

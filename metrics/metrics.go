@@ -1,5 +1,5 @@
-// Package metrics defines sluice's Prometheus collectors (SPEC §6) and the
-// methods that record gateway events on them.
+// Package metrics defines sluice's Prometheus collectors (docs/operations.md,
+// "Metrics") and the methods that record gateway events on them.
 //
 // Every label value comes from a bounded set: route ids and policy names from
 // the configuration, status codes, decision results, store error kinds and
@@ -26,7 +26,7 @@ import (
 // ErrorKind classifies a store failure, the `kind` label of sluice_store_errors_total.
 type ErrorKind string
 
-// Store error kinds (SPEC §6).
+// Store error kinds (docs/semantics.md §6.5).
 const (
 	KindTimeout    ErrorKind = "timeout"
 	KindConnection ErrorKind = "connection"
@@ -155,10 +155,10 @@ func (m *Metrics) Decision(route, policy string, r ratelimit.Verdict) {
 	m.decisions.WithLabelValues(route, policy, string(r)).Inc()
 }
 
-// Decisions counts each limit's verdict of one evaluation as SPEC §6.1 says:
-// a limit that admits counts as allowed (even when another denied the
-// request), a shadow limit that refuses as shadow_denied, any other refusal as
-// denied. reqs and ds are parallel.
+// Decisions counts each limit's verdict of one evaluation (docs/semantics.md
+// §6.5): a limit that admits counts as allowed (even when another denied the
+// request), a shadow limit that refuses as shadow_denied, any other refusal
+// as denied. reqs and ds are parallel.
 func (m *Metrics) Decisions(route string, reqs []ratelimit.Request, ds []ratelimit.Decision) {
 	if m == nil {
 		return

@@ -251,11 +251,11 @@ routes:
 	}
 }
 
-// TestDashboardCredentialsURLHashedKeys is issue 12 item 19: the dashboard
-// works when opened through a URL that carries the credentials
-// (http://admin:TOKEN@host/admin/), and without access_log.raw_keys it
-// shows the top limited key hashed as the access log writes it, never the
-// key itself.
+// TestDashboardCredentialsURLHashedKeys: the dashboard works when opened
+// through a URL that carries the credentials
+// (http://admin:TOKEN@host/admin/), and without access_log.raw_keys it shows
+// the top limited key hashed as the access log writes it, never the key
+// itself.
 func TestDashboardCredentialsURLHashedKeys(t *testing.T) {
 	chromium := findChromium(t)
 	p := start(t, `

@@ -101,9 +101,9 @@ func adminQuery(r *http.Request) (url.Values, error) {
 	return q, nil
 }
 
-// Key is a key as every admin answer shows it ("key", SPEC §6): a
-// single-part key as a JSON string, a key of several parts as an array of
-// strings, however the call gave it ({key} or ?part=).
+// Key is a key as every admin answer shows it ("key"; docs/operations.md,
+// "Admin API"): a single-part key as a JSON string, a key of several parts as
+// an array of strings, however the call gave it ({key} or ?part=).
 type Key []string
 
 // MarshalJSON implements [json.Marshaler].
@@ -167,7 +167,8 @@ func (h *handler) parseTarget(r *http.Request) (target, error) {
 	return target{route: rt, parts: parts}, nil
 }
 
-// LimitView is one limit in the answer of GET /admin/v1/limits (SPEC §6).
+// LimitView is one limit in the answer of GET /admin/v1/limits
+// (docs/operations.md, "Admin API").
 type LimitView struct {
 	Policy    string `json:"policy"`
 	Algorithm string `json:"algorithm"`
@@ -221,8 +222,9 @@ func (h *handler) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	idx := keyLimits(t.route, t.parts)
 	if r.Method == http.MethodDelete {
-		// A key's state is kept per policy (SPEC §6.1), and an override may
-		// name any policy: reset the key under every policy there is.
+		// A key's state is kept per policy (docs/semantics.md §4.3), and an
+		// override may name any policy: reset the key under every policy
+		// there is.
 		var reqs []ratelimit.Request
 		for _, i := range idx {
 			l := &t.route.Limits[i]

@@ -124,9 +124,9 @@ func tooManyLogins(w http.ResponseWriter, retry time.Duration) {
 }
 
 // credentials returns the token r carries as a Bearer token or as the
-// password of HTTP Basic auth (SPEC §6), and whether it carries one. The
-// scheme is case-insensitive (RFC 9110 §11.1): "bearer tok" is accepted, as
-// r.BasicAuth already accepts "basic ...".
+// password of HTTP Basic auth (docs/operations.md, "The admin listener"), and
+// whether it carries one. The scheme is case-insensitive (RFC 9110 §11.1):
+// "bearer tok" is accepted, as r.BasicAuth already accepts "basic ...".
 func credentials(r *http.Request) (string, bool) {
 	scheme, rest, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if strings.EqualFold(scheme, "Bearer") {

@@ -1,8 +1,8 @@
-// Package faultload is the load-and-fault harness of the reliability plan (docs/reliability.md): it
+// Package faultload is the load-and-fault harness of docs/reliability.md: it
 // starts a Redis topology (through internal/redistest), an upstream and the
 // sluice binary on loopback, offers a fixed request rate for a bounded time,
-// injects a fault mid-run and computes the figures the reliability plan
-// asks for: 5xx count, latency percentiles before, during and after the
+// injects a fault mid-run and computes the figures its rows
+// ask for: 5xx count, latency percentiles before, during and after the
 // fault, admissions on an exact accounting key against its budget, and the
 // time until decisions are back on Redis.
 //

@@ -34,7 +34,7 @@ func proxied(e *Env) (*redistest.Server, *Proxy, error) {
 
 // latency is B4: the proxy adds latency to every reply in three steps of
 // one Options.Fault each: T/4, 3T/4, then 3T/2 ± T/2 for a store.timeout T.
-// At the plan's T = 20 ms that is its +5 ms, +15 ms, then +30 ms ± 10 ms;
+// At faultbench's T = 20 ms that is its +5 ms, +15 ms, then +30 ms ± 10 ms;
 // the short CI version (T = 50 ms) keeps the proportions (+12.5 ms,
 // +37.5 ms, +75 ms ± 25 ms), which a loaded CI box can tell apart from its
 // own scheduling delays. The first two steps stay below the timeout, the

@@ -109,7 +109,7 @@ func checkSpurious(r *Report, logs string) {
 	}
 	if r.Relaxed {
 		const grossOpens, grossShare = 2, 0.05
-		r.Note("A6 relaxed (CI on a shared box): ≤ %d openings and < %g%% fail; the plan's bounds are reported as misses", grossOpens, 100*grossShare)
+		r.Note("A6 relaxed (CI on a shared box): ≤ %d openings and < %g%% fail; the full bounds are reported as misses", grossOpens, 100*grossShare)
 		if opens > grossOpens {
 			r.Fail("breaker opened %d times in %.0fs with Redis healthy, want ≤ %d (relaxed gross bound)", opens, window.Seconds(), grossOpens)
 		}
@@ -299,7 +299,7 @@ func sentinelsDown(_ context.Context, e *Env) error {
 		if conn+other > 0 {
 			r.Fail("running gateway: %.0f connection/other store errors while only the sentinels were down, want 0 (it keeps its connection to the master)", conn+other)
 		}
-		// The plan's ≥ 99% on Redis, a figure spurious timeouts alone move
+		// The target of ≥ 99% on Redis, a figure spurious timeouts alone move
 		// (a miss); a relaxed run still fails when Redis was taken away:
 		// more than half of the decisions off Redis.
 		if share > 0.01 {
@@ -545,31 +545,33 @@ func noReplicas(_ context.Context, e *Env) error {
 	return nil
 }
 
-// oneSeedKeys is D1's number of background keys, the plan's 10^4: spread
-// over every slot, so that the first requests meet every master.
-const oneSeedKeys = 10_000
+// oneNodeKeys is D1's number of background keys, 10^4 (docs/reliability.md,
+// row D1): spread over every slot, so that the first requests meet every
+// master.
+const oneNodeKeys = 10_000
 
-// oneSeed is D1: a 3-master cluster of which the gateway is told one node
-// only. It must learn the slot map from that seed, follow MOVED to the
+// oneNode is D1: a 3-master cluster of which the gateway is told one node
+// only. It must learn the slot map from that node, follow MOVED to the
 // other masters from the first requests on, and never send a script whose
 // keys span slots. There is no fault: the "fault" phase is where the run
 // is measured; errors are counted from one second into the run.
-func oneSeed(_ context.Context, e *Env) error {
+func oneNode(_ context.Context, e *Env) error {
 	cl, err := redistest.StartCluster(redistest.ClusterOptions{Masters: 3, Timeout: time.Minute})
 	if err != nil {
 		return err
 	}
 	e.Cleanup(func() { cl.Close() })
 	e.Redis(fmt.Sprintf("{mode: cluster, addrs: [%q]}", cl.Masters[0].Addr()))
-	e.Inject(e.Before, "measure (one seed, cluster healthy)", noop)
+	e.Inject(e.Before, "measure (one node given, cluster healthy)", noop)
 	e.Recover(e.Before+e.Fault, "measure ends", noop)
 	e.Check(func(r *Report) {
 		from, to := time.Second, r.FaultEnd
 		fb, share := r.bgShareBetween(from, to)
 		other, conn, script := r.errorsBetween("other", from, to), r.errorsBetween("connection", from, to), r.errorsBetween("script", from, to)
-		// Script calls per master (INFO commandstats): a store stuck on its
-		// seed would leave the other masters without any. (Key counts say
-		// little here: most background keys expire within milliseconds.)
+		// Script calls per master (INFO commandstats): a store stuck on the
+		// one node it was given would leave the other masters without any.
+		// (Key counts say little here: most background keys expire within
+		// milliseconds.)
 		var crossslot int64
 		perMaster := make([]int64, len(cl.Masters))
 		for i, m := range cl.Masters {
@@ -586,17 +588,17 @@ func oneSeed(_ context.Context, e *Env) error {
 			}
 			perMaster[i] = c[0]
 		}
-		r.Note("D1 seeded with %s only, %d background keys: from t=%.1fs, %.0f background decisions without Redis (%.2f%%), store errors other %.0f, connection %.0f, script %.0f, timeouts %.0f; CROSSSLOT replies %d; script calls per master %v",
-			cl.Masters[0].Addr(), oneSeedKeys, from.Seconds(), fb, 100*share, other, conn, script, r.errorsBetween("timeout", from, to), crossslot, perMaster)
+		r.Note("D1 given %s only, %d background keys: from t=%.1fs, %.0f background decisions without Redis (%.2f%%), store errors other %.0f, connection %.0f, script %.0f, timeouts %.0f; CROSSSLOT replies %d; script calls per master %v",
+			cl.Masters[0].Addr(), oneNodeKeys, from.Seconds(), fb, 100*share, other, conn, script, r.errorsBetween("timeout", from, to), crossslot, perMaster)
 		if other+conn+script > 0 {
-			r.Fail("%.0f store errors (other %.0f, connection %.0f, script %.0f) after the first second with one seed, want 0", other+conn+script, other, conn, script)
+			r.Fail("%.0f store errors (other %.0f, connection %.0f, script %.0f) after the first second with one node given, want 0", other+conn+script, other, conn, script)
 		}
 		if crossslot > 0 {
 			r.Fail("%d CROSSSLOT replies, want 0", crossslot)
 		}
 		for i, n := range perMaster {
 			if n == 0 {
-				r.Fail("master %d ran no script: the gateway did not route beyond its seed", i)
+				r.Fail("master %d ran no script: the gateway did not route beyond the node it was given", i)
 			}
 		}
 	})

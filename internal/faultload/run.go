@@ -19,7 +19,7 @@ type Options struct {
 	// Binary is the sluice executable; required.
 	Binary string
 	// Rate is the offered load in requests per second; zero means 500
-	// (the plan's R0 for a 2-core machine, docs/reliability.md).
+	// (the rate of docs/reliability.md for a 2-core machine).
 	Rate int
 	// Before, Fault and After are the phases: clean load, the fault, and
 	// load after the fault ends. Zero means 5s, 10s and 10s.
@@ -62,9 +62,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Scenario is one row of the reliability plan.
+// Scenario is one row of docs/reliability.md.
 type Scenario struct {
-	// ID is the plan's row ("B1"), Title what it does.
+	// ID is the docs/reliability.md row ("B1"), Title what it does.
 	ID, Title string
 	// OnError is store.on_error; empty means local.
 	OnError string
@@ -99,7 +99,7 @@ type Scenario struct {
 	// the switch, and that must happen under load).
 	MinFault time.Duration
 	// BgKeys is the number of distinct keys the background route spreads
-	// its requests over; zero means 1,000 (D1: 10^4, as the plan says).
+	// its requests over; zero means 1,000 (D1: 10^4).
 	BgKeys int
 	// Setup starts the Redis side, names it with Env.Redis and schedules the
 	// fault with Env.Inject and Env.Recover.

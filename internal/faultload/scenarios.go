@@ -13,7 +13,7 @@ import (
 )
 
 // Scenarios returns the rows of docs/reliability.md the harness runs, in the
-// plan's order.
+// page's order.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{ID: "A6", Title: "spurious fallback under load (R0, Redis healthy)", MinRate: 500, Steps: 6, Setup: spurious},
@@ -41,7 +41,7 @@ func Scenarios() []Scenario {
 			MinFault: 8 * time.Second, Setup: sentinelsDown},
 		{ID: "C5", Title: "min-replicas-to-write 1 (max lag 1s), replica SIGSTOP: NOREPLICAS → fallback",
 			MinFault: 6 * time.Second, Setup: noReplicas},
-		{ID: "D1", Title: "Cluster cold start: the gateway is given one seed node of three, 10^4 keys", BgKeys: oneSeedKeys, Setup: oneSeed},
+		{ID: "D1", Title: "Cluster cold start: the gateway is given one node of three, 10^4 keys", BgKeys: oneNodeKeys, Setup: oneNode},
 		{ID: "D2", Title: "Cluster master kill -9 with replicas", StateLoss: true, BackFromFault: true,
 			BackWithin: 4 * time.Second, Setup: clusterKill},
 		{ID: "D3", Title: "Cluster resharding of 1,000 slots under load", Setup: reshard},

@@ -127,10 +127,10 @@ func (c *Cluster) create(ctx context.Context, perMaster int) error {
 			return fmt.Errorf("redistest: cluster addslotsrange %d %d on %s: %w", lo, hi, s.Addr(), err)
 		}
 	}
-	seed := c.Nodes[0]
+	first := c.Nodes[0]
 	for _, s := range c.Nodes[1:] {
-		if _, err := seed.DoContext(ctx, "CLUSTER", "MEET", "127.0.0.1", s.Port(), s.BusPort()); err != nil {
-			return fmt.Errorf("redistest: cluster meet %s from %s: %w", s.Addr(), seed.Addr(), err)
+		if _, err := first.DoContext(ctx, "CLUSTER", "MEET", "127.0.0.1", s.Port(), s.BusPort()); err != nil {
+			return fmt.Errorf("redistest: cluster meet %s from %s: %w", s.Addr(), first.Addr(), err)
 		}
 	}
 	if err := waitUntil(ctx, "all cluster nodes to know each other", func(ctx context.Context) error {
@@ -167,8 +167,8 @@ func slotRange(i, n int) (lo, hi int) {
 	return i * slotCount / n, (i+1)*slotCount/n - 1
 }
 
-// Addrs returns the TCP addresses of the initial masters, to seed a cluster
-// client.
+// Addrs returns the TCP addresses of the initial masters, for a cluster
+// client to start from.
 func (c *Cluster) Addrs() []string { return addrs(c.Masters) }
 
 // Close kills every node and removes their directories.

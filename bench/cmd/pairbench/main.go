@@ -13,7 +13,7 @@
 //	    [-rounds 10] [-benchtime 1s] [-out FILE]
 //
 // Without -pair it compares the memory store against the x/time/rate
-// baselines of issue 2: one key, and 100k keys in random and allocation
+// baselines: one key, and 100k keys in random and allocation
 // order.
 package main
 
@@ -37,7 +37,7 @@ import (
 	"time"
 )
 
-// defaultPairs are issue 2's targets: sluice's memory store against
+// defaultPairs are the targets of BENCHMARKS.md: sluice's memory store against
 // x/time/rate, with the ratio each must stay at or under.
 var defaultPairs = []string{
 	"Store/token_bucket/1key=XTimeRate/1key@1.0",
