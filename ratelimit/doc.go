@@ -37,7 +37,7 @@
 // all-or-nothing: the request is admitted when every non-shadow limit admits,
 // and then every admitting limit consumes; otherwise nothing changes. A
 // shadow limit is reported but never denies. Time is the store's own: callers
-// never pass it (seed pitfall #1), so instances whose clocks disagree still
+// never pass it (docs/semantics.md §1.1), so instances whose clocks disagree still
 // share one budget correctly. The memory store runs the algorithms' step
 // (ratelimit/kit's StepAt) under a shard lock on its injectable [Clock] (a
 // ManualClock from ratelimit/kit in tests); the Redis store runs the same steps in Lua on
@@ -58,16 +58,16 @@
 //     round(10^6/Rate): exact for 0.001/s (10^9 µs), 0.5/s or 10/s, rounded
 //     for 3/s (333333 µs, 0.0001% fast). Bucket states keep whole units plus
 //     the time of the last whole unit, so the partial progress towards the
-//     next unit is never rounded away (seed pitfall #2: a leaky bucket at
+//     next unit is never rounded away (docs/semantics.md §1.2: a leaky bucket at
 //     0.5/s leaks exactly 3 units in 6 s however often it is looked at), and
 //     refill is continuous, not in whole seconds.
 //   - Capacities, limits, bursts and costs go up to 2^53 ([MaxAmount]) and
-//     stay exact there (seed pitfall #3); gcra additionally needs
+//     stay exact there (docs/semantics.md §1.2); gcra additionally needs
 //     Burst·interval ≤ 2^52 µs. Computed durations saturate at 2^53 µs.
 //   - The sliding-window estimate is a float64 computed in the same order on
 //     both sides; RetryAfter is checked against it to the microsecond.
 //   - Sliding-log entries are never merged: two requests in the same
-//     microsecond are two entries (seed pitfall #4).
+//     microsecond are two entries (docs/semantics.md §2.7).
 //   - A clock that goes backwards never mints budget: waits lengthen, and the
 //     window algorithms keep counting in the newer window.
 package ratelimit

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
-// TestPitfall1_TimeFromStore is seed pitfall #1: when each gateway instance
+// TestPitfall1_TimeFromStore checks docs/semantics.md §1.1: when each gateway instance
 // decides with its own clock, instances whose clocks disagree refill one
 // shared budget at different rates (a clock running ahead mints tokens).
 // The Store API therefore takes no time at all; the store reads its own

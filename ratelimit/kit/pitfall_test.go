@@ -12,7 +12,7 @@ import (
 // describe, and for whole-second refill. Pitfall #1 (time comes from the
 // store) is TestPitfall1_TimeFromStore in store_pitfall_test.go.
 
-// TestPitfall2_LeakyBucketNoDrift is seed pitfall #2: leaking
+// TestPitfall2_LeakyBucketNoDrift checks docs/semantics.md §1.2: leaking
 // floor(elapsed·rate) units and then moving the leak time to now loses the
 // fraction on every look. At 0.5/s, looked at every 3 s, that leaks 1 + 1 = 2
 // units in 6 s instead of 3. The step keeps whole units and moves the leak
@@ -64,7 +64,8 @@ func TestPitfall2_LeakyBucketNoDrift(t *testing.T) {
 	}
 }
 
-// TestPitfall3_FractionalRatesAndHugeCapacities is seed pitfall #3: rates
+// TestPitfall3_FractionalRatesAndHugeCapacities checks docs/semantics.md §1.2:
+// rates
 // and counts kept as floats lose precision (0.001/s, or a fraction of a token
 // next to 2^53). The steps work in integer microseconds and whole units.
 func TestPitfall3_FractionalRatesAndHugeCapacities(t *testing.T) {
@@ -133,7 +134,8 @@ func TestPitfall3_FractionalRatesAndHugeCapacities(t *testing.T) {
 	}
 }
 
-// TestPitfall4_SlidingLogSameMicrosecond is seed pitfall #4: log entries
+// TestPitfall4_SlidingLogSameMicrosecond checks docs/semantics.md §2.7: log
+// entries
 // keyed by their time alone merge when two requests share a microsecond, and
 // the log undercounts. Every admitted request stays its own entry.
 func TestPitfall4_SlidingLogSameMicrosecond(t *testing.T) {

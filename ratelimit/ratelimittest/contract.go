@@ -367,7 +367,7 @@ func (s *suite) testClockBackwards(t *testing.T) {
 	}
 }
 
-// testSlidingLogSameMicrosecond is seed pitfall #4: log entries made in the
+// testSlidingLogSameMicrosecond checks docs/semantics.md §2.7: log entries made in the
 // same microsecond must stay distinct (a sorted set keyed by the time alone
 // would merge them and undercount).
 func (s *suite) testSlidingLogSameMicrosecond(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// A model is a naive reference for one limit, written from SPEC §3 without
-// the step functions' bookkeeping: it keeps what the spec talks about (a
+// A model is a naive reference for one limit, written from docs/semantics.md §2 without
+// the step functions' bookkeeping: it keeps what that section talks about (a
 // fractional token count, the time a queue drains, every admitted timestamp,
 // a count per window) in exact integer microseconds. Models assume time only
 // moves forward.

@@ -15,7 +15,7 @@
 //     and a clock that goes backwards never mints budget.
 //   - Properties: random request sequences (generated and shrunk by
 //     pgregory.net/rapid) compared decision by decision with naive reference
-//     models written here from SPEC §3, plus the invariants that hold whatever
+//     models written here from docs/semantics.md §2, plus the invariants that hold whatever
 //     the model: no more than C + r·T admitted over any T by the buckets and
 //     gcra, no more than L per aligned window, no more than L in any sliding
 //     log window, shape mode's output never faster than r. Last, every

@@ -38,7 +38,7 @@ type timeline struct {
 	rows   []row
 }
 
-// The values below were worked out by hand from SPEC §3, not copied from the
+// The values below were worked out by hand from docs/semantics.md §2, not copied from the
 // code's output; the comments show the arithmetic where it is not obvious.
 var timelines = func() []timeline {
 	// One shared timeline for the three algorithms that must agree: capacity
