@@ -40,7 +40,7 @@ func classifyConn(err error) (string, bool) {
 
 // TestBreakerConnectionBurst: the calls in flight when a connection breaks
 // fail together; they count as one failure, not enough to open the breaker
-// (RELIABILITY B9: a CLIENT KILL is not an outage). Each of them is still
+// (docs/reliability.md row B9: a CLIENT KILL is not an outage). Each of them is still
 // decided by the fallback and reported. Calls made after the break count
 // one by one, so a store that stays unreachable opens the breaker as
 // before.

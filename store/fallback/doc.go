@@ -1,6 +1,6 @@
 // Package fallback is a [ratelimit.Store] that decides on a shared primary
 // store (Redis) while it works, and with a configured fallback while it does
-// not: SPEC §5, "When the store fails".
+// not (docs/semantics.md §6).
 //
 // # Store failures and the breaker
 //
@@ -23,7 +23,7 @@
 // waiting. The probe's success closes the breaker and decisions are back on
 // the primary; its failure opens the breaker for another OpenTimeout. So a
 // store that recovers is used again within OpenTimeout plus one call
-// (SPEC: within 2 s), without a restart, and a store that is down when the
+// (docs/semantics.md §6.2), without a restart, and a store that is down when the
 // process starts is handled the same way.
 //
 // Not store failures, and returned to the caller unchanged: invalid requests
@@ -60,9 +60,9 @@
 // unknown to the primary, whose budget refilled meanwhile, so after each
 // recovery the primary hands the same units out again. With a client
 // hammering one key and the store flapping, that adds the fallback's share of
-// the time to the admitted rate (about 1.5× the limit for the 300 ms stop,
-// 700 ms run cycles of RELIABILITY B11). In Local mode the Store prevents
-// both, for the requests this instance sees:
+// the time to the admitted rate (docs/reliability.md row B11 is such a
+// flapping store). In Local mode the Store prevents both, for the requests
+// this instance sees:
 //
 //  1. While the primary works, every limit it admits is also recorded on the
 //     Local store (one local Evaluate, its verdict ignored, each limit
@@ -80,22 +80,21 @@
 //     is full, when the primary cannot be ahead any more either. A request
 //     the Local store denies this way is answered without asking the primary,
 //     so it is a decision made without the store and counted by OnFallback
-//     (SPEC §5), even though the primary works; one the Local
+//     (docs/semantics.md §6.5), even though the primary works; one the Local
 //     store admits and the primary denies keeps its local charge (extra
 //     denials, never extra admissions). A half-open probe is only sent by
 //     a request the primary is actually asked about.
 //
 // The result: one instance alone on a key never admits more than one budget
 // (burst) plus rate·T over any period T, however often the store flaps (the
-// package's B11 test: 110 admitted for a budget of 110 over 10 s and 10
-// flaps; without the debts it admitted 157-167, without the recording 119), up
+// package's TestFlapping checks it over ten flaps), up
 // to the few units by which the two stores' clocks may differ. The residual
 // over-admission, documented rather than prevented:
 //
 //   - With N instances sharing a key, each local store knows only its own
 //     instance's traffic, so during an outage the fallback admits up to N
-//     budgets plus N·rate·T in all (each instance limits per instance, as
-//     SPEC §5 says), and after recovery each instance's owing keys are
+//     budgets plus N·rate·T in all (each instance limits per instance:
+//     docs/semantics.md §6.4), and after recovery each instance's owing keys are
 //     gated only by its own share.
 //   - A call that timed out may still have run on the primary: that request
 //     is then charged on both stores (extra denials, never extra admissions).

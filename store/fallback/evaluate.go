@@ -113,7 +113,7 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 			return false, fmt.Errorf("fallback store: local: %w", err)
 		}
 		// A denial by the Local store alone is a decision made without the
-		// primary: it counts as a fallback decision (SPEC §5).
+		// primary: it counts as a fallback decision (docs/semantics.md §6.5).
 		s.fellBack(ctx, hook)
 		return false, nil
 	}

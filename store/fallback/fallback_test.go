@@ -484,7 +484,7 @@ func TestDebtCap(t *testing.T) {
 	}
 }
 
-// TestFlapping is RELIABILITY B11: the primary fails and recovers ten times
+// TestFlapping is docs/reliability.md row B11: the primary fails and recovers ten times
 // while a client hammers one key; the total admitted stays within one burst
 // plus rate·T, with no fresh burst or double spend per switch.
 func TestFlapping(t *testing.T) {

@@ -16,15 +16,15 @@ import (
 	"github.com/sluice-gw/sluice/store/redis"
 )
 
-// These tests run the Store on a real redis-server (RELIABILITY B1, B2, B8,
-// B12), each on its own server because they kill, stop or flush it. They skip
+// These tests run the Store on a real redis-server (docs/reliability.md rows
+// B1, B2, B8, B12), each on its own server because they kill, stop or flush it. They skip
 // when redis-server is missing, and fail instead under CI=true.
 
-// redisTimeout is the store timeout of these tests, SPEC's default.
+// redisTimeout is the store timeout of these tests, store.timeout's default.
 const redisTimeout = 50 * time.Millisecond
 
-// backWithin is SPEC §5's bound: decisions back on the store within 2 s of
-// its recovery.
+// backWithin is the "Back on Redis" pass bound of docs/reliability.md:
+// decisions back on the store within 2 s of its recovery.
 const backWithin = 2 * time.Second
 
 // roomy admits everything the load below sends, so that every decision it

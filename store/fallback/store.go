@@ -18,7 +18,7 @@ import (
 // string values are those of the configuration's store.on_error.
 type Mode string
 
-// Modes (SPEC §5).
+// Modes (docs/semantics.md §6.3).
 const (
 	// Local decides with the Local store, using the same policies.
 	Local Mode = "local"
@@ -34,8 +34,8 @@ const (
 	DefaultOpenTimeout         = 500 * time.Millisecond
 	DefaultConsecutiveFailures = 5
 	DefaultMaxDebtKeys         = 1 << 16
-	// MaxOpenTimeout bounds Options.OpenTimeout: SPEC §5 has the breaker probe
-	// again after at most one second.
+	// MaxOpenTimeout bounds Options.OpenTimeout: the breaker probes again
+	// after at most one second (docs/semantics.md §6.2).
 	MaxOpenTimeout = time.Second
 )
 
@@ -64,8 +64,8 @@ type Options struct {
 	// ConsecutiveFailures is the number of store failures in a row that opens
 	// the breaker; zero means 5. A dead store is detected within that many
 	// requests (each of which is still decided by the fallback), while the
-	// isolated timeouts of a loaded machine (RELIABILITY §2 measured 0.3-2%
-	// of calls at 1000 req/s) only rarely line up five in a row.
+	// isolated timeouts of a loaded machine only rarely line up five in a
+	// row.
 	ConsecutiveFailures int
 	// Classify tells whether an error from the primary is a store failure
 	// (decided by the fallback, counted by the breaker) and its kind for
