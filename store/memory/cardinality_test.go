@@ -23,8 +23,8 @@ func heapInUse() uint64 {
 }
 
 // cardinality returns how many distinct keys TestDistinctKeysStayWithinCap
-// sends and the cap it sets: RELIABILITY.md row E1 asks for 10^6 keys, and
-// the cap is a tenth of that. The race detector makes each call several
+// sends and the cap it sets: 10^6 distinct keys (a key-cardinality flood),
+// and the cap is a tenth of that. The race detector makes each call several
 // times slower, so a -race run scales both down by ten (10^5 keys, cap
 // 10^4); SLUICE_E1_FULL=1 keeps the full size under -race too.
 func cardinality() (keys, maxKeys int) {
@@ -34,8 +34,8 @@ func cardinality() (keys, maxKeys int) {
 	return 1_000_000, 100_000
 }
 
-// TestDistinctKeysStayWithinCap is RELIABILITY.md row E1 on the store
-// itself: a flood of distinct keys, ten times the cap, keeps the
+// TestDistinctKeysStayWithinCap checks the key cap (docs/operations.md "The
+// key cap") on the store itself: a flood of distinct keys, ten times the cap, keeps the
 // number of tracked keys at most the cap and the heap growth at most
 // cap × 200 B + 16 MiB; a legitimate hot key interleaved with the flood is
 // limited exactly as if it were alone; and once the flood is past its TTL,
@@ -114,8 +114,8 @@ func TestDistinctKeysStayWithinCap(t *testing.T) {
 	runtime.KeepAlive(s)
 }
 
-// TestChurnNeverLiftsLimits is RELIABILITY.md row E2 (the c8s #365 class,
-// where an LRU cap let rotating keys evict and so reset limited ones): 65,536
+// TestChurnNeverLiftsLimits checks that churn never resets a limit (the
+// c8s #365 class, where an LRU cap let rotating keys evict and so reset limited ones): 65,536
 // rotating keys at 2,000 requests per second for 60 s of virtual time, against
 // a cap of 10,000 keys, with a limit of 10 per key.
 //

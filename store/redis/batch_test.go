@@ -363,7 +363,7 @@ func waitBatcher(t *testing.T, s *Store, what string, cond func(*batcher) bool) 
 // "timeout" error within about the store's Timeout, and nothing is ever
 // re-sent: once Redis runs again, at most those two script calls have run,
 // each key was counted at most once, and the batch's requests all or none.
-// RELIABILITY B2, B13.
+// docs/reliability.md rows B2, B13.
 func TestBatchTimeoutNoResend(t *testing.T) {
 	const batched = 16
 	srv := redistest.NewServer(t, redistest.ServerOptions{})

@@ -91,7 +91,7 @@ func hammerOneKey(t *testing.T, stores []*Store, p *ratelimit.Policy, key string
 // TestConcurrentExact: 4 separate clients × 64 goroutines hammer one key
 // with Redis TIME; exactly the capacity is admitted, for every algorithm,
 // on standalone and on Cluster, and each admission sees its own remaining.
-// Issue 3, item 5; RELIABILITY A3.
+// docs/reliability.md row A3.
 func TestConcurrentExact(t *testing.T) {
 	for _, dep := range deployments {
 		t.Run(dep.name, func(t *testing.T) {

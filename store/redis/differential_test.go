@@ -65,7 +65,7 @@ func diffPolicies() map[string][]ratelimit.PolicyConfig {
 // TestDifferential replays random (Δt, cost) sequences with an explicit
 // time on the Go step functions (kit.StepAt, kit.PeekAt) and on
 // Redis: every decision (allowed, remaining, reset, retry-after, delay)
-// must be identical. Issue 3, item 5; RELIABILITY A8.
+// must be identical. docs/reliability.md row A8.
 func TestDifferential(t *testing.T) {
 	c := standaloneRedis(t)
 	seed := uint64(time.Now().UnixNano())

@@ -14,7 +14,7 @@ import (
 // the store finds it without a restart: rueidis refreshes its slot map when
 // a connection breaks (and on MOVED), so decisions on the failed shard's
 // keys come back within seconds, while other shards keep working.
-// RELIABILITY D2 (go-redis #3979 kept a stale map for 60 s).
+// docs/reliability.md row D2 (go-redis #3979 keeps a stale map for 60 s).
 func TestClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 6-node cluster and waits for a failover")

@@ -11,7 +11,7 @@ import (
 
 // TestPingRefusesWhatWritesWould: Ping fails, as unavailable and without
 // writing anything, when Redis answers PING but would refuse a decision's
-// writes (RELIABILITY C5: a master short of min-replicas-to-write; a
+// writes (docs/reliability.md row C5: a master short of min-replicas-to-write; a
 // replica), and passes again once writes would be taken. A readiness probe
 // or a half-open breaker trusting PING would send traffic to a server that
 // fails every decision.

@@ -82,8 +82,8 @@ const loadKeep = 30 * time.Second
 // every NOSCRIPT with an EVAL carrying the whole script (about 25 KB here),
 // one per caller, a script loads itself once per connection set: after a
 // SCRIPT FLUSH or a restart, every call in flight gets NOSCRIPT at once, and
-// one EVAL each made a burst of large writes and compilations that timed
-// calls out (RELIABILITY B8).
+// one EVAL each would be a burst of large writes and compilations that times
+// calls out (docs/reliability.md row B8; docs/semantics.md §6.1).
 //
 // NOSCRIPT is the only error after which anything is re-sent: it means the
 // script did not run. A timeout or any other error is returned as it is.

@@ -54,7 +54,7 @@ func cmdCalls(t *testing.T, srv *redistest.Server, cmd string) int {
 
 // TestNoScript: after SCRIPT FLUSH (as after a restart) the store loads the
 // script once (SCRIPT LOAD, never EVAL) and goes on deciding from the same
-// state. RELIABILITY B8.
+// state. docs/reliability.md row B8.
 func TestNoScript(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}})
@@ -88,7 +88,7 @@ func TestNoScript(t *testing.T) {
 }
 
 // TestRedisTime: without a Clock the scripts take the time from Redis TIME
-// (SPEC §3, pitfall #1): a gcra TAT written by a request is Redis' now plus
+// (docs/semantics.md §1.1): a gcra TAT written by a request is Redis' now plus
 // one interval.
 func TestRedisTime(t *testing.T) {
 	c := standaloneRedis(t)
@@ -218,7 +218,7 @@ func TestSentinel(t *testing.T) {
 
 // TestLazyConnect: New dials nothing and succeeds while Redis is down;
 // calls fail fast with a connection error; once Redis is up the same store
-// works without a restart. RELIABILITY B12.
+// works without a restart. docs/reliability.md row B12.
 func TestLazyConnect(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	if err := srv.Kill(); err != nil {
@@ -273,7 +273,7 @@ func TestLazyConnect(t *testing.T) {
 // "timeout" error, within the store's timeout, and is never re-sent: once
 // the server resumes it has run at most once (once if its bytes were
 // delivered, not at all if the connection was dropped first), and the
-// budget shows exactly that. RELIABILITY B2, B13.
+// budget shows exactly that. docs/reliability.md rows B2, B13.
 func TestTimeoutNoRetry(t *testing.T) {
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	s := mustNew(t, Options{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond})

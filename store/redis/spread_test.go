@@ -42,7 +42,7 @@ func hostileValues(n int) []string {
 // TestClusterSpread: 10^4 user keys and 10^4 hostile values land on every
 // master of the 3-master cluster, each master holding 25–42% of them, and no
 // two values share state: with a limit of 1 each admits exactly once.
-// Issue 3, item 5; RELIABILITY A4, D6.
+// docs/reliability.md row D6; docs/semantics.md §4.3 for the state keys.
 func TestClusterSpread(t *testing.T) {
 	c := clusterRedis(t)
 	users := make([]string, 10_000)

@@ -195,8 +195,8 @@ func New(opts Options) (*Store, error) {
 		// connection serving one call at a time (rueidis' "sync" mode, the
 		// usual case at low concurrency) is closed whenever a call times
 		// out, and redialed by the next call: while Redis hangs each probe
-		// opened a connection (RELIABILITY B2: 45 in 10 s), and right
-		// after recovery one spurious timeout cost a redial and the calls
+		// opens a connection (docs/reliability.md row B2), and right
+		// after recovery one spurious timeout costs a redial and the calls
 		// behind it (the relapse). In the background mode a timeout only
 		// abandons its own reply; a connection whose replies stall is
 		// closed by rueidis' keep-alive PING after ConnWriteTimeout.

@@ -30,7 +30,7 @@ func storeConns(t *testing.T, srv *redistest.Server) []string {
 	return ids
 }
 
-// TestTimeoutKeepsConnection (RELIABILITY B2): a call that times out while
+// TestTimeoutKeepsConnection (docs/reliability.md row B2): a call that times out while
 // Redis hangs abandons its reply but not the connection, so a short stall
 // costs no redial, and the calls after it go on on the same connection as
 // soon as Redis answers. (In rueidis' sync mode, a timeout closed the
