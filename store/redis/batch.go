@@ -1,57 +1,8 @@
 package redis
 
-// # Micro-batching (standalone and Sentinel)
-//
-// Redis runs one script at a time, and about half of a single-request
-// script call's cost inside Redis is the call itself (running the script's
-// text, TIME, the reply), not the request's own GET and SET: on the
-// reference machine a token-bucket call took about 11 µs of Redis time
-// alone, and about 5.5 µs per request in a call deciding 64. So when many
-// Evaluate calls are in flight, the store combines them. A Store keeps at
-// most batchSlots script calls in flight. An Evaluate that finds a slot
-// free sends its own call at once, exactly as without batching (mode 'e':
-// no added latency, so a lone caller is never batched); one that finds
-// every slot busy joins the newest waiting batch, which is sent as one
-// script call (main.lua mode 'b') as soon as a call in flight completes,
-// or in a call of its own once it has waited 2 ms (an eighth of the
-// Timeout if that is less): when calls are slow for a reason other than
-// Redis being busy (network latency), the store pipelines more calls
-// rather than add a round trip of waiting to each batched request. A
-// batch holds at most batchMaxLimits limits (more only when one request
-// alone has more), which bounds how long one script holds Redis.
-//
-// What callers see:
-//
-//   - Each request is still all-or-nothing over its own limits, with the
-//     same semantics as a call of its own (shadow limits, several limits on
-//     one key adding up). The script decides the batch's requests one after
-//     another, each against the state the ones before it left; the batch as
-//     a whole is atomic (no other client's command runs in between), which
-//     is stronger. A request is never split across calls.
-//   - One time per batch: the script reads Redis TIME once and decides every
-//     request of the batch at that microsecond (the requests were concurrent
-//     anyway). With an explicit test time (Options.Clock) only requests with
-//     the same time share a batch.
-//   - Errors: if the batch call fails as a whole (timeout, connection lost,
-//     BUSY, a failed reload after NOSCRIPT, a reply of the wrong shape),
-//     every request in it gets that same error, which ErrorKind classifies
-//     as for a call of its own. If deciding one request inside the script
-//     raises an error (a key holding another program's value, OOM on its
-//     write), that request alone gets the error ("script", or one wrapping
-//     ErrUnavailable for OOM and the other "not now" codes); what it wrote
-//     before the error stays, as with a call of its own, and the other
-//     requests of the batch are decided as usual.
-//   - Timeouts: a caller waits no longer than its own context and the
-//     store's Timeout counted from when its batch was opened (at or before
-//     its own arrival, so never longer than a call of its own), and then
-//     returns the timeout error ("timeout" for ErrorKind): as with a call of
-//     its own, the request may or may not have been decided and counted. A
-//     batch call is sent once and never re-sent. A request whose context has
-//     ended before its batch is sent is left out of it, and a batch whose
-//     time is up before it is sent is not sent: those requests are certainly
-//     not counted.
-//
-// On Cluster every call stays its own (a script cannot span hash slots).
+// This file implements the micro-batching described in the package
+// documentation ("Micro-batching"): batchSlots calls in flight, the newest
+// waiting batch, and the script's batch mode.
 
 import (
 	"context"
@@ -73,13 +24,11 @@ const (
 	// batchSlots is the number of script calls a Store keeps in flight
 	// before further Evaluate calls are combined into batches. Two lets
 	// the next batch travel while Redis runs one; more only splits the same
-	// requests into smaller batches (measured with 1, 2, 4 and 8 at
-	// concurrency 64 and 256: 2 had the largest batches and the least Redis
-	// CPU per decision).
+	// requests into smaller batches.
 	batchSlots = 2
 	// batchMaxLimits bounds the limits one batch call evaluates (a request
-	// with more limits than that is a batch of its own): 64 token bucket
-	// decisions hold Redis for about 0.4 ms.
+	// with more limits than that is a batch of its own), which bounds how
+	// long one script holds Redis.
 	batchMaxLimits = 64
 	// batchMaxWait bounds how long a batch waits for a slot (at most an
 	// eighth of the store's Timeout): then it is sent in a slot of its own,

@@ -24,10 +24,8 @@
 //
 // Each algorithm file wraps its functions in one constructor that main.lua
 // calls only for the algorithms a request uses: Redis runs a script's whole
-// text on every call, and building every function each time cost about
-// 1.5µs more Redis CPU per call. A token-bucket decision takes about 13µs of Redis
-// CPU (INFO commandstats) on the reference machine, against about 7µs for a
-// minimal script that returns no remaining, reset or retry time.
+// text on every call, so building every function each time would cost Redis
+// CPU on every call.
 //
 // It is sent as EVALSHA. On NOSCRIPT (after a restart or SCRIPT FLUSH; the
 // script did not run) it is loaded once with SCRIPT LOAD for all the calls
@@ -66,29 +64,44 @@
 // Redis runs one script at a time, and about half of a single-request
 // call's Redis time is the call itself (running the script's text, TIME,
 // the reply), not the request's own GET and SET. So a Store keeps at most
-// two script calls in flight; an Evaluate that finds a slot free is sent
-// alone, exactly as without batching (a lone caller is never batched, so
-// it gains no latency), and one that finds both busy joins the newest
-// waiting batch. A batch goes as one script call (main.lua mode 'b') when a
-// call in flight ends, or in a call of its own once it has waited 2 ms (an
-// eighth of the Timeout if that is less), so that slow calls (a slow
-// network) lead to more calls in flight rather than to requests waiting a
-// round trip for a slot. A batch holds at most 64 limits. At 64 and 256
-// concurrent callers a call decides about 19 and 60 requests (BENCHMARKS.md).
+// two script calls in flight. An Evaluate that finds a slot free is sent
+// alone, exactly as without batching (a lone caller is never batched, so it
+// gains no latency); one that finds both busy joins the newest waiting
+// batch. A batch goes as one script call (main.lua mode 'b') when a call in
+// flight ends, or in a call of its own once it has waited 2 ms (an eighth
+// of the Timeout if that is less), so that slow calls (a slow network) lead
+// to more calls in flight rather than to requests waiting a round trip for
+// a slot. A batch holds at most 64 limits (more only when one request alone
+// has more), which bounds how long one script holds Redis. BENCHMARKS.md §2
+// has the figures.
 //
-// What callers see: each request is still all-or-nothing over its own
-// limits and never split across calls; the script decides a batch's
-// requests one after another (the batch as a whole is atomic, which is
-// stronger), all at the one time it read from Redis TIME. If deciding one
-// request raises an error inside the script (a key holding another
-// program's value, OOM on its write), that request alone gets it. If the
-// call fails as a whole (timeout, connection, BUSY, a reply of the wrong
-// shape), every request in it gets that error, classified by [ErrorKind] as
-// for a call of its own. A caller waits no longer than its own context and
-// the Timeout counted from when its batch was opened; a batch is sent once
-// and never re-sent; a request whose context ended before its batch was
-// sent is left out of it, and so certainly not counted. On Cluster every
-// call stays its own (a script cannot span hash slots).
+// What callers see:
+//
+//   - Each request is still all-or-nothing over its own limits, with the
+//     same semantics as a call of its own (shadow limits, several limits on
+//     one key adding up), and is never split across calls. The script
+//     decides a batch's requests one after another, each against the state
+//     the ones before it left; the batch as a whole is atomic, which is
+//     stronger.
+//   - One time per batch: the script reads Redis TIME once and decides every
+//     request of the batch at that microsecond. With an explicit test time
+//     ([Options].Clock) only requests with the same time share a batch.
+//   - Errors: if the call fails as a whole (timeout, connection, BUSY, a
+//     failed reload after NOSCRIPT, a reply of the wrong shape), every
+//     request in it gets that error, classified by [ErrorKind] as for a call
+//     of its own. If deciding one request raises an error inside the script
+//     (a key holding another program's value, OOM on its write), that
+//     request alone gets it; what it wrote before the error stays, and the
+//     other requests are decided as usual.
+//   - Timeouts: a caller waits no longer than its own context and the
+//     Timeout counted from when its batch was opened (never longer than a
+//     call of its own), and may then have been counted or not, as with a
+//     call of its own. A batch is sent once and never re-sent; a request
+//     whose context ended before its batch was sent is left out of it, and a
+//     batch whose time is up before it is sent is not sent: those requests
+//     are certainly not counted.
+//
+// On Cluster every call stays its own (a script cannot span hash slots).
 //
 // # Several limits: all-or-nothing
 //
@@ -123,10 +136,8 @@
 //
 // # Client
 //
-// The client is github.com/redis/rueidis, chosen by measurement: with
-// auto-pipelining a token-bucket script reached about 54k decisions/s at
-// concurrency 256 over 100k keys on the reference machine, against about
-// 17k/s through go-redis v9 (BenchmarkEvaluate measures this store). [New]
+// The client is github.com/redis/rueidis, chosen by measurement against
+// go-redis (BENCHMARKS.md §2; BenchmarkEvaluate measures this store). [New]
 // dials nothing; the client is set up on first use (see [New]). Retries are
 // off; timeouts are explicit (the call's context, a dial timeout, and a
 // connection read/write timeout of max(1s, 10·Timeout) after which a stalled
