@@ -144,23 +144,14 @@
 // connection is replaced). On Cluster, rueidis refreshes its slot map on
 // MOVED/ASK replies (which it follows at once: the script had not run),
 // whenever a connection closes (connection refused or reset included), and
-// every 5 s; on Sentinel it follows +switch-master and re-asks the sentinels
-// every 2 s. Sentinels are reached with Options.SentinelUsername and
+// every 5 s.
+//
+// On Sentinel the store writes only to the master the sentinels name: it
+// follows a failover without a restart, never writes to a demoted or stale
+// master, and keeps its master while the sentinels alone are down.
+// docs/operations.md ("Sentinel") describes how, including users that may
+// not run ROLE. Sentinels are reached with Options.SentinelUsername and
 // SentinelPassword.
-//
-// On Sentinel the store also checks every connection it dials: ROLE must
-// say master, and the sentinels that answer must not name another master
-// (when none answers, the master is accepted: an outage of the sentinels
-// alone does not take Redis away). A READONLY reply or a refused dial makes
-// it ask the sentinels again, at most once a second. rueidis itself checks
-// the role only when it switches masters, not when it redials the address
-// it already uses, which may by then be a demoted or a stale master.
-//
-// A user that may not run ROLE (NOPERM, as for +@all -@dangerous) cannot
-// use rueidis' Sentinel client at all. The store then logs one warning and
-// connects to the master the sentinels name as to a standalone server,
-// re-asking them every 2 s; a dial is still refused when the sentinels name
-// another master, and a READONLY write still makes it ask them again.
 //
 // On its first connection the store reads maxmemory-policy and logs one
 // warning unless it is noeviction: an evicted key is a fresh budget. A user

@@ -1,6 +1,7 @@
 package redis
 
-// # Sentinel hygiene (RELIABILITY §3.5, C2, C3)
+// Sentinel mode's checks on top of rueidis (the behaviour users see is in
+// docs/operations.md, "Sentinel"; docs/reliability.md rows C2 and C3 test it).
 //
 // rueidis checks ROLE when it switches to the master the sentinels name
 // (at start, on +switch-master and on each periodic refresh), but not when
