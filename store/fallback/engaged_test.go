@@ -40,7 +40,7 @@ func (l *engagedLog) get() []bool {
 // has passed, so nothing is decided locally and Engaged reads false. Then a
 // key that owes what the fallback admitted is denied local-first, without
 // asking the primary: every decision is local again, and Engaged must read
-// true (sluice_fallback_active read 0 here). Issue 12.
+// true.
 func TestEngagedOwingKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log engagedLog
@@ -84,7 +84,7 @@ func TestEngagedOwingKey(t *testing.T) {
 // TestEngagedDoesNotFlap: a breaker that opens and closes again and again,
 // then owing keys denied locally now and then (each within a hold of the
 // last), read as one stretch: a single true, and a single false a hold
-// after the last decision made without the primary. Issue 12.
+// after the last decision made without the primary.
 func TestEngagedDoesNotFlap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log engagedLog

@@ -37,7 +37,7 @@ func heapInUse() uint64 {
 }
 
 // TestLongKeysFixedBytes sends 20,000 distinct 8 KB keys through the
-// fallback (issue 12): while the primary is healthy the Local store mirrors
+// fallback: while the primary is healthy the Local store mirrors
 // every key, and while it fails the Local store decides and each admitted
 // key is remembered as owing. Neither may keep the keys' bytes: the heap
 // grows by less than 20 MB.

@@ -328,7 +328,7 @@ func (s *Store) probe(ctx context.Context) bool {
 // falls back and is reported to OnStoreError). So one connection reset
 // (CLIENT KILL, a proxy's RST) counts as one failure however many calls it
 // took down, while a store that stays unreachable fails the calls made
-// after it too, and opens the breaker as before. Timeouts and server
+// after it too, and so opens the breaker. Timeouts and server
 // errors are counted one by one.
 func (s *Store) outcome(ctx context.Context, done func(error), err error, start int64) (fail bool, pass error) {
 	defer s.notify()

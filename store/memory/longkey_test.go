@@ -22,9 +22,8 @@ func longKey(i, size int) string {
 	return string(b)
 }
 
-// TestLongKeysFixedBytes tracks 20,000 distinct 8 KB keys (issue 12: they
-// took 265 MB while the store kept each key's bytes) and bounds the heap they
-// leave behind at 20 MB: the store keeps a fixed-size digest per key, so what
+// TestLongKeysFixedBytes tracks 20,000 distinct 8 KB keys and bounds the
+// heap they leave behind at 20 MB: the store keeps a fixed-size digest per key, so what
 // a key costs does not depend on its length. Every key stays tracked, and
 // each still has a budget of its own.
 func TestLongKeysFixedBytes(t *testing.T) {

@@ -18,7 +18,7 @@ var memReport = flag.String("redis.memreport", "", "write the MEMORY USAGE table
 
 // TestMemoryUsage measures MEMORY USAGE of each algorithm's keys after one
 // admitted request (Redis TIME, default prefix length) and checks the goal
-// of at most 100 bytes per token_bucket and gcra key (issue 3, item 6) while
+// of at most 100 bytes per token_bucket and gcra key while
 // the state is integer-encoded (a token bucket below 920 tokens), and where
 // that encoding ends. With -redis.memreport=FILE it writes the table there.
 func TestMemoryUsage(t *testing.T) {
@@ -95,7 +95,7 @@ Measured %s with redis-server %s (%s), after one admitted request per key
 
     go test ./store/redis -run TestMemoryUsage -v -redis.memreport=/work/notes/bench-redis-memory.md
 
-Goal (issue 3, item 6): ≤ 100 bytes per token_bucket and gcra key.
+Goal: ≤ 100 bytes per token_bucket and gcra key.
 
 %s
 INFO used_memory grows by %.0f bytes per key when 10^5 token_bucket(capacity=10, rate=0.01/s)

@@ -56,7 +56,6 @@ func memDiffGroups() map[string][]ratelimit.PolicyConfig {
 // (and leaky bucket mode), replayed with the same explicit time on the
 // memory store and on Redis, get identical answers from Evaluate and Peek:
 // allowed, limit, remaining, reset, retry-after, delay and next, at every step.
-// Issue 3 ("identical decisions and remaining on memory and on Redis").
 // Rerun a failure with -redis.diffseed=SEED.
 func TestDifferentialMemory(t *testing.T) {
 	c := standaloneRedis(t)

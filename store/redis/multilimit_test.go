@@ -64,7 +64,6 @@ func sameState(t *testing.T, c rueidis.Client, s *Store, r ratelimit.Request, be
 // TestDeniedWritesNothing: on standalone, a request that one limit denies
 // leaves every key of every limit byte for byte as it was (DUMP), TTL
 // included, whether the denying limit is alone or another limit admits.
-// Issue 3, item 1.
 func TestDeniedWritesNothing(t *testing.T) {
 	c := standaloneRedis(t)
 	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
@@ -97,7 +96,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 // TestClusterRefund: on Cluster, a request whose limits sit in two slots
 // and that the second limit denies leaves the first limit as it was: Peek
 // answers as for a store that never saw the request, now and later, and
-// later requests get the Go step function's answers. Issue 3, item 2.
+// later requests get the Go step function's answers.
 func TestClusterRefund(t *testing.T) {
 	c := clusterRedis(t)
 	clock := kit.NewManualClock(time.Unix(1_764_000_000, 123_457_000))

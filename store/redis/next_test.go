@@ -18,7 +18,7 @@ import (
 // starts in 1785s, and 720s into it the weight 5·(1−720/3600) = 4 leaves
 // room for one) where its Reset is 5385s, and sliding_log frees one when the
 // entry of +1415s leaves, 3200s later, where its Reset is 3600s. Both limits
-// are in one request, so the scripts' many-limit path runs too. Issue 12.
+// are in one request, so the scripts' many-limit path runs too.
 func TestSlidingNext(t *testing.T) {
 	sw := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "sw", Algorithm: ratelimit.SlidingWindow, Limit: 5, Window: time.Hour})
 	sl := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "sl", Algorithm: ratelimit.SlidingLog, Limit: 5, Window: time.Hour})

@@ -45,8 +45,8 @@ func threeLimits(key string, sameKey bool) []ratelimit.Request {
 // limit hashes to one slot), Evaluate decides a request's three limits of
 // different algorithms in exactly one script run, whether it admits or
 // denies, and the run decided every limit (Peek shows each one consumed,
-// or none). Issue 3: "one script call evaluates every limit of a request
-// atomically in one round trip". Relies on no other test running at the
+// or none): one script call evaluates every limit of a request atomically
+// in one round trip. Relies on no other test running at the
 // same time on the shared cluster (no top-level test is parallel).
 func TestOneScriptCall(t *testing.T) {
 	type setup struct {
@@ -121,7 +121,7 @@ func TestOneScriptCall(t *testing.T) {
 // key of every limit byte for byte as it was (DUMP on the master), TTLs
 // not extended, and every limit's Peek unchanged: all or nothing across
 // three limits of different algorithms, for each algorithm as the denying
-// limit. Issue 3, item 1.
+// limit.
 func TestSentinelDeniedWritesNothing(t *testing.T) {
 	sn := redistest.NewSentinel(t, redistest.SentinelOptions{})
 	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))

@@ -114,7 +114,7 @@ func TestRedisTime(t *testing.T) {
 // TestTTL: every key a request writes has a TTL at least as long as the
 // decision's Reset (time until the state equals no state: a drained bucket
 // refilled, a window passed), so a key never expires while it still holds
-// back budget; and not much longer, so idle keys go. Issue 3, item 1.
+// back budget; and not much longer, so idle keys go.
 func TestTTL(t *testing.T) {
 	c := standaloneRedis(t)
 	s := newTestStore(t, c, nil)

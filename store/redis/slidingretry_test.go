@@ -11,9 +11,9 @@ import (
 
 // TestSlidingWindowLargeLimitRetry: a sliding-window denial with a large
 // limit, where the float estimate absorbs the previous window's small
-// weight, computes its retry-after in a few steps: the retry search used to
-// walk the window µs by µs (about 4·10^5 steps at L=2^40, 10^9 at L=2^52
-// with a one-hour window), inside Redis. Each decision must come back
+// weight, computes its retry-after in a few steps, not by walking the window
+// µs by µs (about 4·10^5 steps at L=2^40, 10^9 at L=2^52 with a one-hour
+// window) inside Redis. Each decision must come back
 // within the store's 1s Timeout and equal the Go step function's. It runs
 // on a server of its own, so that a regression cannot leave a long script
 // blocking the shared one.
