@@ -8,9 +8,10 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// Regression tests for the pitfalls the seed notes (001, "Issue #1..#4")
-// describe, and for whole-second refill. Pitfall #1 (time comes from the
-// store) is TestPitfall1_TimeFromStore in store_pitfall_test.go.
+// Regression tests for four classic rate-limiter pitfalls, which the rules
+// of docs/semantics.md §1 and §2.7 exclude, and for whole-second refill.
+// Pitfall #1 (time comes from the store) is TestPitfall1_TimeFromStore in
+// ratelimit/store_pitfall_test.go.
 
 // TestPitfall2_LeakyBucketNoDrift checks docs/semantics.md §1.2: leaking
 // floor(elapsed·rate) units and then moving the leak time to now loses the

@@ -93,7 +93,7 @@ func TestMemoryUsage(t *testing.T) {
 Measured %s with redis-server %s (%s), after one admitted request per key
 (Redis TIME, default prefix "sluice", 22-character hash tag), by:
 
-    go test ./store/redis -run TestMemoryUsage -v -redis.memreport=/work/notes/bench-redis-memory.md
+    go test ./store/redis -run TestMemoryUsage -v -redis.memreport=FILE
 
 Goal: ≤ 100 bytes per token_bucket and gcra key.
 
