@@ -28,7 +28,7 @@ func BenchmarkDecisionFloor(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		sh.mu.Lock()
-		sink += s.nowMicros()
+		sink = s.nowMicros()
 		sh.mu.Unlock()
 	}
 	if sink <= 0 {
