@@ -587,7 +587,7 @@ func (v *validator) bareHost(p, h string) {
 // headerNames checks that every key of h is a valid header name.
 func (v *validator) headerNames(p string, h map[string]string) {
 	for name := range h {
-		if !isToken(name) {
+		if !httplimit.ValidHeaderName(name) {
 			v.errf(mapPath(p, name), "%q is not a valid HTTP header name", name)
 		}
 	}
@@ -781,22 +781,4 @@ func (v *validator) plans(p string, pl *Plans, usable func(at, name, what string
 		}
 		usable(kp, pl.Policies[k], "plan "+strconv.Quote(k))
 	}
-}
-
-// isToken reports whether s is a non-empty RFC 9110 token (a valid header
-// name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

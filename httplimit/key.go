@@ -81,7 +81,7 @@ func ParseKey(spec string) (KeyPart, error) {
 	switch {
 	case !strings.Contains(spec, ":"):
 	case kind == "header":
-		if !validHeaderName(arg) {
+		if !ValidHeaderName(arg) {
 			return KeyPart{}, keyErrorf("key %q: header name %q is not a valid HTTP header name", spec, arg)
 		}
 		return KeyPart{Source: SourceHeader, Name: textproto.CanonicalMIMEHeaderKey(arg)}, nil
@@ -174,7 +174,7 @@ func (k Key) String() string {
 func (p KeyPart) valid() bool {
 	switch p.Source {
 	case SourceHeader:
-		return validHeaderName(p.Name)
+		return ValidHeaderName(p.Name)
 	case SourceQuery, SourceConst:
 		return strings.TrimSpace(p.Name) != ""
 	case SourceIP, SourceRoute, SourcePath:
@@ -248,8 +248,9 @@ func queryValue(raw, name string) string {
 	return ""
 }
 
-// validHeaderName reports whether s is a non-empty RFC 9110 token.
-func validHeaderName(s string) bool {
+// ValidHeaderName reports whether s is a non-empty RFC 9110 token: a valid
+// header field name. Key parts and the gateway's configuration use it.
+func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}
