@@ -28,7 +28,7 @@ const (
 	// Sentinel is a master found through Sentinel by its master name; the
 	// store follows failovers the sentinels announce.
 	Sentinel Mode = "sentinel"
-	// Cluster is a Redis Cluster, found through seed addresses.
+	// Cluster is a Redis Cluster, found through the addresses of some of its nodes.
 	Cluster Mode = "cluster"
 )
 
