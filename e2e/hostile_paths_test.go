@@ -37,13 +37,15 @@ func rawGet(t *testing.T, addr, target, host string) (int, string) {
 }
 
 // asUpstreamsRead is the path as a lenient upstream may read it: %2F and
-// %5C decoded, "\" taken for "/", ";params" dropped (Tomcat, Jetty), runs of
-// "/" merged (nginx, Spring, Tomcat) and dot segments resolved.
+// %5C decoded, the path ended at a NUL (C), "\" taken for "/", ";params"
+// dropped (Tomcat, Jetty), runs of "/" merged (nginx, Spring, Tomcat) and
+// dot segments resolved.
 func asUpstreamsRead(escaped string) string {
 	p, err := url.PathUnescape(escaped)
 	if err != nil {
 		p = escaped
 	}
+	p, _, _ = strings.Cut(p, "\x00") // an upstream written in C ends the path at a NUL
 	p = strings.ReplaceAll(p, `\`, "/")
 	segs := strings.Split(p, "/")
 	for i, s := range segs {
@@ -112,6 +114,8 @@ routes:
 		{"%2E%2E", "/api/v1/zzz/%2E%2E/admin/x", host, refused},
 		{"; params", "/api/v1/admin;v=1/x", host, refused},
 		{"..;", "/api/v1/zzz/..;/admin/x", host, refused},
+		{"%00 ends the path in C", "/api/v1/admin%00/x", host, refused},
+		{"%00 after admin", "/api/v1/admin%00.json", host, refused},
 		{"; in the prefix", "/api;/v1/admin/x", host, refused},
 		{"escaped letter", "/api/v1/%61dmin/x", host, strict},
 		{"path case (paths are case-sensitive)", "/api/v1/ADMIN/x", host, loose},

@@ -14,9 +14,9 @@
 //     docs/semantics.md §5.3.
 //     The request's host and path are read once, by the path rules of
 //     docs/operations.md: a path an upstream could read another way (a dot
-//     or empty segment, a ";", an encoded slash unless the route allows it)
-//     matches no route, and matching and strip_prefix count the same
-//     segments.
+//     or empty segment, a ";", a control character, an encoded slash unless
+//     the route allows it) matches no route, and matching and strip_prefix
+//     count the same segments.
 //   - [Server] owns the public and admin listeners and the current Gateway.
 //     [Server.Swap] replaces the gateway atomically on reload: new requests
 //     go to the new one, and the old one is closed once its in-flight

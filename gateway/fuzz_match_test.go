@@ -21,9 +21,11 @@ import (
 // oddPathModel is a naive model of the path rules (docs/operations.md):
 // a path is refused when, fully decoded and split on "/" and "\", it has a
 // "." or ".." segment or an empty one other than the last, or when its
-// escaped form holds ";", or an encoded or literal slash or backslash.
+// escaped form holds ";", or an encoded or literal slash or backslash, or
+// when the decoded path holds a control character.
 func oddPathModel(decoded, escaped string) bool {
-	return oddSegmentsModel(decoded) || regexp.MustCompile(`(?i);|%2f|%5c|\\`).MatchString(escaped)
+	return oddSegmentsModel(decoded) || regexp.MustCompile(`(?i);|%2f|%5c|\\`).MatchString(escaped) ||
+		regexp.MustCompile(`[\x00-\x1f\x7f]`).MatchString(decoded)
 }
 
 // oddSegmentsModel reports whether a decoded path split on "/" and "\" has

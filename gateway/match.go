@@ -114,6 +114,8 @@ func newInbound(r *http.Request) inbound {
 	switch {
 	case strings.IndexByte(escaped, ';') >= 0:
 		in.refused = `a ";"`
+	case hasControl(r.URL.Path):
+		in.refused = "a control character"
 	default:
 		in.refused = oddSegment(r.URL.Path)
 	}
@@ -133,6 +135,18 @@ func hasEncodedSlash(escaped string) bool {
 					return true
 				}
 			}
+		}
+	}
+	return false
+}
+
+// hasControl reports whether a decoded path holds a control character
+// (below 0x20, or 0x7F), such as an escaped NUL that an upstream written in
+// C ends the path at.
+func hasControl(decoded string) bool {
+	for i := 0; i < len(decoded); i++ {
+		if c := decoded[i]; c < 0x20 || c == 0x7f {
+			return true
 		}
 	}
 	return false

@@ -49,6 +49,11 @@ func TestPathRules(t *testing.T) {
 		{loose, "/api/v1;/admin/y", false},
 		{loose, "/api/v1/a%3Bb", true}, // an escaped ";" is data, as in Tomcat and Jetty
 		{strict, "/api/v1/%61dmin/x", true},
+		{loose, "/api/v1/admin%00/x", false}, // an upstream in C ends the path at the NUL
+		{loose, "/api/v1/admin%0A", false},
+		{loose, "/api/v1/a%7Fb", false},
+		{allow, "/api/v1/a%1Fb", false},
+		{loose, "/api/v1/a%20b", true}, // a space is data
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "http://x/", nil)
