@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,28 +14,6 @@ import (
 
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
-
-// residentBytes returns the resident set size of process pid (VmRSS).
-func residentBytes(t *testing.T, pid int) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc status to read RSS from: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
-}
 
 // TestLongKeysBoundedRSS sends the built binary 20,000 requests, each with a
 // distinct 8 KB key header, with a window long enough that every key stays
@@ -104,7 +80,7 @@ routes:
 			t.Fatal(err)
 		}
 	}
-	before := residentBytes(t, pid)
+	before := int64(processRSS(t, pid))
 	deadline := time.Now().Add(3 * time.Minute)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -134,7 +110,7 @@ routes:
 	for err := range errs {
 		t.Fatal(err)
 	}
-	after := residentBytes(t, pid)
+	after := int64(processRSS(t, pid))
 	if got, want := p.metric(`sluice_store_keys{store="`+store+`"}`), strconv.Itoa(keys+200); got != want {
 		t.Errorf("sluice_store_keys = %q, want %s: every key tracked", got, want)
 	}
