@@ -280,7 +280,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	}
 	defer up.stop(syscall.SIGTERM, 5*time.Second)
 	rep := &report{cfg: c, cells: run, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(),
-		loadBefore: loadAvg(), wrkVersion: wrkVersion(t.wrk)}
+		loadBefore: benchproc.LoadAvg(), wrkVersion: wrkVersion(t.wrk)}
 	if t.nginx != "" {
 		rep.nginxVersion = nginxVersion(t.nginx)
 	}
@@ -296,7 +296,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			rep.runs[i] = append(rep.runs[i], r)
 		}
 	}
-	rep.loadAfter = loadAvg()
+	rep.loadAfter = benchproc.LoadAvg()
 	return rep, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
@@ -73,7 +74,7 @@ func TestQuickRun(t *testing.T) {
 	if report != stdout.String() {
 		t.Errorf("-out file differs from stdout")
 	}
-	rows := tableRows(report)
+	rows := benchproc.TableRows(report)
 	if len(rows) != len(names) {
 		t.Errorf("report has %d rows, want %d", len(rows), len(names))
 	}
@@ -263,37 +264,4 @@ func TestParseFlags(t *testing.T) {
 	if c.threads != 2 || c.connections != 64 || c.duration != 10*time.Second || c.users != 100000 || len(c.cells) != len(cells) {
 		t.Errorf("defaults: -t %d -c %d -d %v -users %d, %d cells", c.threads, c.connections, c.duration, c.users, len(c.cells))
 	}
-}
-
-// tableRows parses the report's first Markdown table into rows keyed by
-// their first column, each a map from header to cell.
-func tableRows(report string) map[string]map[string]string {
-	rows := map[string]map[string]string{}
-	var header []string
-	for line := range strings.SplitSeq(report, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			if header != nil {
-				break
-			}
-			continue
-		}
-		cols := strings.Split(strings.Trim(line, "|"), "|")
-		for i := range cols {
-			cols[i] = strings.TrimSpace(cols[i])
-		}
-		switch {
-		case header == nil:
-			header = cols
-		case strings.HasPrefix(cols[0], "---"):
-		default:
-			row := map[string]string{}
-			for i, h := range header {
-				if i < len(cols) {
-					row[h] = cols[i]
-				}
-			}
-			rows[cols[0]] = row
-		}
-	}
-	return rows
 }

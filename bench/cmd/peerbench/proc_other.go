@@ -10,6 +10,3 @@ import (
 // setDeathSignal does nothing outside Linux: an interrupted run may leave
 // servers behind there.
 func setDeathSignal(*exec.Cmd, syscall.Signal) {}
-
-// loadAvg is not known outside Linux.
-func loadAvg() string { return "n/a" }

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
@@ -71,29 +69,6 @@ func startSluice(bin, dir, name, config string) (*sluiceProc, error) {
 	return &sluiceProc{p: p, addr: strings.TrimPrefix(p.Base, "http://"), admin: strings.TrimPrefix(p.Admin, "http://")}, nil
 }
 
-// storeTrouble sums sluice_store_errors_total and
-// sluice_fallback_decisions_total from the admin /metrics (docs/operations.md):
-// non-zero means some decisions did not come from the configured store.
-func (s *sluiceProc) storeTrouble() (float64, error) {
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + s.admin + "/metrics")
-	if err != nil {
-		return 0, fmt.Errorf("scrape sluice metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "sluice_store_errors_total") && !strings.HasPrefix(line, "sluice_fallback_decisions_total") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("scrape sluice metrics: %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
-}
+// storeTrouble returns the gateway's store errors plus fallback
+// decisions (see benchproc.StoreTrouble).
+func (s *sluiceProc) storeTrouble() (float64, error) { return benchproc.StoreTrouble(s.admin) }

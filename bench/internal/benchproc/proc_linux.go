@@ -15,18 +15,9 @@ const clockTick = 10 * time.Millisecond
 // ProcessCPU returns the user+system CPU time process pid has used, from
 // /proc/<pid>/stat (10ms resolution). It reports false when that is unknown.
 func ProcessCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f, ok := statFields(pid)
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
+	if !ok || len(f) < 13 {
 		return 0, false
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
@@ -35,6 +26,21 @@ func ProcessCPU(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ut+st) * clockTick, true
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command name
+// (which is in parentheses and may hold spaces): the first is field 3,
+// the state.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }
 
 // TreeCPU returns the user+system CPU time that process pid and all its
@@ -88,16 +94,8 @@ func Descendants(pid int) []int {
 
 // parentPID returns field 4 (ppid) of /proc/<pid>/stat.
 func parentPID(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
 		return 0, false
 	}
 	pp, err := strconv.Atoi(f[1])
