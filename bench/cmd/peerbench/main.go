@@ -319,6 +319,8 @@ type server struct {
 	exited <-chan struct{}
 	// check, when not nil, returns the store trouble after the load.
 	check func() (float64, error)
+	// logs returns the end of the proxy's output, for error messages.
+	logs func() string
 }
 
 // runCell starts the cell's Redis (if any) and proxy, waits until the proxy
@@ -345,7 +347,7 @@ func runCell(ctx context.Context, c *config, t tools, w *wrkRunner, ce cell, up 
 	defer srv.stop()
 	url := "http://" + srv.addr + requestPath
 	if err := waitAnswers(ctx, url, srv.exited, 15*time.Second); err != nil {
-		return r, fmt.Errorf("%s on %s: %w", ce.name, srv.addr, err)
+		return r, fmt.Errorf("%s on %s: %w; its output:\n%s", ce.name, srv.addr, err, srv.logs())
 	}
 	if c.warmup > 0 {
 		if _, err := w.run(ctx, url, c.warmup); err != nil {
@@ -380,13 +382,14 @@ func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.
 	}
 	switch ce.kind {
 	case kindUpstream:
-		return &server{addr: upAddr, stop: func() {}}, nil
+		return &server{addr: upAddr, stop: func() {}, logs: func() string { return "(the upstream's is not kept)" }}, nil
 	case kindFastProxy:
 		p, addr, err := startSelfChild(modeFastProxy, upAddr)
 		if err != nil {
 			return nil, err
 		}
-		return &server{addr: addr, pid: p.pid(), exited: p.exited, stop: func() { p.stop(syscall.SIGTERM, 5*time.Second) }}, nil
+		return &server{addr: addr, pid: p.pid(), exited: p.exited, logs: p.log.String,
+			stop: func() { p.stop(syscall.SIGTERM, 5*time.Second) }}, nil
 	case kindNginx:
 		port, err := redistest.FreePort()
 		if err != nil {
@@ -397,6 +400,7 @@ func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.
 			return nil, err
 		}
 		return &server{addr: fmt.Sprintf("127.0.0.1:%d", port), pid: p.pid(), exited: p.exited,
+			logs: func() string { return p.log.String() + nginxErrorLog(dir) },
 			stop: func() { p.stop(syscall.SIGTERM, nginxStopGrace) }}, nil
 	case kindTraefik:
 		port, err := redistest.FreePort()
@@ -407,7 +411,7 @@ func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.
 		if err != nil {
 			return nil, err
 		}
-		return &server{addr: fmt.Sprintf("127.0.0.1:%d", port), pid: p.pid(), exited: p.exited,
+		return &server{addr: fmt.Sprintf("127.0.0.1:%d", port), pid: p.pid(), exited: p.exited, logs: p.log.String,
 			stop: func() { p.stop(syscall.SIGTERM, 10*time.Second) }}, nil
 	case kindSluice:
 		s, err := startSluice(t.sluice, dir, ce.name, sluiceConfig(upAddr, ce.limits, redisAddr))
@@ -415,7 +419,7 @@ func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.
 			return nil, err
 		}
 		return &server{addr: s.addr, pid: s.p.PID(), exited: s.p.Exited(), check: s.storeTrouble,
-			stop: func() { s.p.Stop(10 * time.Second) }}, nil
+			logs: func() string { return s.p.Logs().String() }, stop: func() { s.p.Stop(10 * time.Second) }}, nil
 	}
 	return nil, fmt.Errorf("unknown cell kind %d", ce.kind)
 }

@@ -128,5 +128,14 @@ func startNginx(bin, dir string, port, workers int, upstream string) (*child, er
 	return startChild("nginx", bin, nginxArgs(path), nil, dir, syscall.SIGTERM, nil)
 }
 
+// nginxErrorLog returns the end of the error log nginx writes in dir.
+func nginxErrorLog(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "error.log"))
+	if err != nil {
+		return ""
+	}
+	return string(b[max(0, len(b)-8<<10):])
+}
+
 // nginxStopGrace bounds nginx's fast shutdown before it is killed.
 const nginxStopGrace = 5 * time.Second
