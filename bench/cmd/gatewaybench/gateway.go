@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -168,32 +167,9 @@ func (g *gatewayProc) waitReady(ctx context.Context, timeout time.Duration) erro
 // cpu returns the CPU time the gateway process has used so far.
 func (g *gatewayProc) cpu() (time.Duration, bool) { return benchproc.ProcessCPU(g.p.PID()) }
 
-// storeTrouble sums sluice_store_errors_total and
-// sluice_fallback_decisions_total from the admin /metrics: non-zero means
-// some decisions did not come from the configured store.
-func (g *gatewayProc) storeTrouble() (float64, error) {
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + g.admin + "/metrics")
-	if err != nil {
-		return 0, fmt.Errorf("scrape metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "sluice_store_errors_total") && !strings.HasPrefix(line, "sluice_fallback_decisions_total") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("scrape metrics: %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
-}
+// storeTrouble returns the gateway's store errors plus fallback
+// decisions (see benchproc.StoreTrouble).
+func (g *gatewayProc) storeTrouble() (float64, error) { return benchproc.StoreTrouble(g.admin) }
 
 // stop sends SIGTERM (drain and exit; the child writes its profile), then
 // SIGKILL after 10 s, and waits for the process.

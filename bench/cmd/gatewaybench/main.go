@@ -212,7 +212,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			redisAddr = rs.Addr()
 		}
 	}
-	rep := &report{cfg: c, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(), loadBefore: loadAvg()}
+	rep := &report{cfg: c, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(), loadBefore: benchproc.LoadAvg()}
 	rep.runs = make([][]cellRun, len(c.cells))
 	for round := range c.repeat {
 		for i, ce := range c.cells {
@@ -224,7 +224,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			rep.runs[i] = append(rep.runs[i], r)
 		}
 	}
-	rep.loadAfter = loadAvg()
+	rep.loadAfter = benchproc.LoadAvg()
 	return rep, nil
 }
 

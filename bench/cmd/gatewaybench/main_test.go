@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/cli"
 )
 
@@ -50,7 +51,7 @@ func TestQuickRun(t *testing.T) {
 	if report != stdout.String() {
 		t.Errorf("-out file differs from stdout")
 	}
-	rows := tableRows(report)
+	rows := benchproc.TableRows(report)
 	for name := range strings.SplitSeq(names, ",") {
 		row, ok := rows[name]
 		if !ok {
@@ -111,39 +112,6 @@ func TestGatewayConfigValid(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tableRows parses the report's first Markdown table into rows keyed by
-// their first column, each a map from header to cell.
-func tableRows(report string) map[string]map[string]string {
-	rows := map[string]map[string]string{}
-	var header []string
-	for line := range strings.SplitSeq(report, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			if header != nil {
-				break
-			}
-			continue
-		}
-		cols := strings.Split(strings.Trim(line, "|"), "|")
-		for i := range cols {
-			cols[i] = strings.TrimSpace(cols[i])
-		}
-		switch {
-		case header == nil:
-			header = cols
-		case strings.HasPrefix(cols[0], "---"):
-		default:
-			row := map[string]string{}
-			for i, h := range header {
-				if i < len(cols) {
-					row[h] = cols[i]
-				}
-			}
-			rows[cols[0]] = row
-		}
-	}
-	return rows
 }
 
 // checkConfig runs `sluice check --config path` in process.

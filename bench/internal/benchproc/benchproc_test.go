@@ -3,9 +3,12 @@ package benchproc
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestProcessCPU(t *testing.T) {
@@ -21,6 +24,65 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if _, ok := ProcessCPU(-1); ok {
 		t.Error("ProcessCPU(-1) reported a time")
+	}
+}
+
+// TestTreeCPU starts a shell whose child spins for a while and checks that
+// the child is listed among the shell's descendants and that the tree's CPU
+// time includes the child's.
+func TestTreeCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		if _, ok := TreeCPU(os.Getpid()); ok {
+			t.Fatal("TreeCPU reported a time outside Linux")
+		}
+		return
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skipf("no sh: %v", err)
+	}
+	// The shell forks a busy subshell and waits for it; the subshell ends
+	// by itself after about 0.3 s of CPU, so nothing outlives the test.
+	cmd := exec.Command(sh, "-c", `(i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done) & wait`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, d := range Descendants(cmd.Process.Pid) {
+			if p, err := os.FindProcess(d); err == nil {
+				p.Kill()
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var kids []int
+	for range 100 {
+		if kids = Descendants(cmd.Process.Pid); len(kids) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(kids) == 0 {
+		t.Fatal("Descendants found no child of a shell that forked one")
+	}
+	if slices.Contains(kids, cmd.Process.Pid) {
+		t.Errorf("Descendants(%d) = %v lists the process itself", cmd.Process.Pid, kids)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		own, ok1 := ProcessCPU(cmd.Process.Pid)
+		tree, ok2 := TreeCPU(cmd.Process.Pid)
+		if !ok1 || !ok2 {
+			t.Fatalf("ProcessCPU ok=%v, TreeCPU ok=%v, want both true", ok1, ok2)
+		}
+		if tree >= own+50*time.Millisecond {
+			return // the busy child's time is counted
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TreeCPU = %v, ProcessCPU = %v after 5s: the busy child's time is not counted", tree, own)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

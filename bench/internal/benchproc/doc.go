@@ -1,5 +1,6 @@
-// Package benchproc holds the process plumbing the benchmark tools share
-// beyond internal/redistest (redis-server and ports) and
-// internal/sluicetest (the sluice binary): process CPU time and report
-// output.
+// Package benchproc holds the plumbing the benchmark tools share beyond
+// internal/redistest (redis-server and ports) and internal/sluicetest (the
+// sluice binary): the CPU time of a process or of a process tree and its
+// descendants, the load average, a sluice gateway's store trouble from its
+// metrics, and writing and reading the Markdown reports.
 package benchproc

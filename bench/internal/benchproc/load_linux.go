@@ -1,12 +1,13 @@
-package main
+package benchproc
 
 import (
 	"os"
 	"strings"
 )
 
-// loadAvg returns the 1, 5 and 15 minute load averages from /proc/loadavg.
-func loadAvg() string {
+// LoadAvg returns the 1, 5 and 15 minute load averages from /proc/loadavg,
+// such as "0.52 0.61 0.70", or "n/a".
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "n/a"

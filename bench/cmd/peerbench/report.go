@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is everything one invocation measured.
+type report struct {
+	cfg                      *config
+	cells                    []cell // the cells run, in report order
+	started                  time.Time
+	goVersion                string
+	cpus                     int
+	loadBefore, loadAfter    string
+	nginxVersion, wrkVersion string
+	runs                     [][]cellRun // per cell, per round
+}
+
+// bad reports whether a run cannot be trusted: no requests, errors or
+// non-2xx answers (the limits admit everything), store trouble, or CPU
+// times that could not be read.
+func (r cellRun) bad() bool {
+	return r.load.requests == 0 || r.load.errors > 0 || r.storeTrouble > 0 || !r.cpuKnown
+}
+
+// failedRuns counts the runs that cannot be trusted.
+func (r *report) failedRuns() int {
+	n := 0
+	for _, runs := range r.runs {
+		for _, cr := range runs {
+			if cr.bad() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// perRequest is d per request of the run, in µs.
+func perRequest(r cellRun, d time.Duration) float64 {
+	if r.load.requests == 0 {
+		return 0
+	}
+	return float64(d.Nanoseconds()) / 1e3 / float64(r.load.requests)
+}
+
+// The per-run figures the report summarises.
+func rps(r cellRun) float64        { return r.load.rps() }
+func cpuTotal(r cellRun) float64   { return perRequest(r, r.proxyCPU+r.upstreamCPU) }
+func cpuProxy(r cellRun) float64   { return perRequest(r, r.proxyCPU) }
+func cpuRedis(r cellRun) float64   { return perRequest(r, r.redisCPU) }
+func errorCount(r cellRun) float64 { return float64(r.load.errors) + r.storeTrouble }
+
+// stats returns the median, minimum and maximum of f over runs (the median
+// of an even count is the mean of the middle two).
+func stats(runs []cellRun, f func(cellRun) float64) (med, lo, hi float64) {
+	if len(runs) == 0 {
+		return 0, 0, 0
+	}
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	n := len(v)
+	med = v[n/2]
+	if n%2 == 0 {
+		med = (v[n/2-1] + v[n/2]) / 2
+	}
+	return med, v[0], v[n-1]
+}
+
+// ratio formats a/b, or "n/a" when b is not known.
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// markdown renders the report: conditions, the table, and what each cell is.
+func (r *report) markdown() string {
+	var b strings.Builder
+	c := r.cfg
+	fmt.Fprintf(&b, "# peerbench, %s\n\n", r.started.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "`%s`\n\n", c.cmdline)
+	fmt.Fprintf(&b, "%d CPUs, %s, %s, %s (%d workers); load average %s before, %s after. "+
+		"wrk -t%d -c%d -d%v (warm-up %v), a random X-User-Id over %d users per request; rounds: %d, the cell order rotated each round. "+
+		"req/s and CPU are medians over the rounds, with their ranges; CPU is utime+stime of the proxy's and the upstream's process trees per request.\n\n",
+		r.cpus, r.goVersion, r.wrkVersion, orNA(r.nginxVersion), c.nginxWorkers, r.loadBefore, r.loadAfter,
+		c.threads, c.connections, c.duration, c.warmup, c.users, c.rounds)
+	nginxRPS, nginxCPU := 0.0, 0.0
+	for i, ce := range r.cells {
+		if ce.kind == kindNginx {
+			nginxRPS, _, _ = stats(r.runs[i], rps)
+			nginxCPU, _, _ = stats(r.runs[i], cpuTotal)
+		}
+	}
+	b.WriteString("| cell | req/s | req/s range | req/s ÷ nginx | CPU µs/req | CPU range | CPU ÷ nginx | proxy µs/req | Redis µs/req | errors |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, ce := range r.cells {
+		runs := r.runs[i]
+		q, qlo, qhi := stats(runs, rps)
+		u, ulo, uhi := stats(runs, cpuTotal)
+		p, _, _ := stats(runs, cpuProxy)
+		redis := "–"
+		if ce.redis {
+			v, _, _ := stats(runs, cpuRedis)
+			redis = fmt.Sprintf("%.1f", v)
+		}
+		proxy := fmt.Sprintf("%.1f", p)
+		if ce.kind == kindUpstream {
+			proxy = "–"
+		}
+		var errs float64
+		for _, cr := range runs {
+			errs += errorCount(cr)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %s | %.1f | %.1f–%.1f | %s | %s | %s | %.0f |\n",
+			ce.name, q, qlo, qhi, ratio(q, nginxRPS), u, ulo, uhi, ratio(u, nginxCPU), proxy, redis, errs)
+	}
+	b.WriteString("\nCells:\n\n")
+	for _, ce := range r.cells {
+		about := ce.about
+		if ce.kind == kindNginx {
+			about = fmt.Sprintf(about, r.cfg.nginxWorkers)
+		}
+		fmt.Fprintf(&b, "- `%s`: %s\n", ce.name, about)
+	}
+	b.WriteString("\nerrors counts socket errors, non-2xx answers and (sluice) store errors and fallback decisions over all rounds; a run with any is not to be trusted.\n")
+	return b.String()
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
+}
