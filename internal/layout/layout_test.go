@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"store/memory":              {"ratelimit", "ratelimit/kit"},
 	"store/redis":               {"ratelimit", "ratelimit/kit", "github.com/redis/rueidis"},
 	"store/fallback":            {"ratelimit", "ratelimit/kit", "github.com/sony/gobreaker"},
+	"store/localdeny":           {"ratelimit", "ratelimit/kit"},
 	"httplimit":                 {"ratelimit"},
 	"metrics":                   {"ratelimit", "github.com/prometheus/"},
 	"config":                    {"ratelimit", "httplimit", "github.com/goccy/go-yaml"},
