@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"httplimit":                 {"ratelimit"},
 	"metrics":                   {"ratelimit", "github.com/prometheus/"},
 	"config":                    {"ratelimit", "httplimit", "github.com/goccy/go-yaml"},
-	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "httplimit", "metrics", "config",
+	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
 		"gateway/admin", "github.com/prometheus/"},
 	"gateway/admin":      {"ratelimit", "store/memory", "httplimit"},
 	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
