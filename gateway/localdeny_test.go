@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,55 +23,36 @@ func TestLocalDenyMaxKeysDefault(t *testing.T) {
 	}
 }
 
-// scriptMonitor watches a Redis server's MONITOR stream for the rate-limit
-// scripts the gateway runs (EVALSHA or EVAL on anything but the overrides
-// table, which the gateway polls on its own).
-type scriptMonitor struct {
-	srv  *redistest.Server
-	conn *redistest.Conn
-	seq  int
-}
+// scriptMonitor counts the rate-limit scripts a Redis server runs (EVALSHA
+// or EVAL on anything but the overrides table, which the gateway polls on
+// its own), from its MONITOR stream.
+type scriptMonitor struct{ m *redistest.Monitor }
 
 func newScriptMonitor(t *testing.T, srv *redistest.Server) *scriptMonitor {
 	t.Helper()
-	conn, err := srv.Dial()
+	m, err := srv.Monitor()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	if v, err := conn.Do("MONITOR"); err != nil || v != "OK" {
-		t.Fatalf("MONITOR = %#v, %v", v, err)
-	}
-	return &scriptMonitor{srv: srv, conn: conn}
+	t.Cleanup(func() { m.Close() })
+	return &scriptMonitor{m: m}
 }
 
 // calls returns the number of rate-limit script calls Redis ran since the
-// last call: it sends a marker and reads the stream up to it, so every
-// command run before calls was called is counted.
-func (m *scriptMonitor) calls(t *testing.T) int {
+// last call.
+func (s *scriptMonitor) calls(t *testing.T) int {
 	t.Helper()
-	m.seq++
-	marker := fmt.Sprintf("localdeny-marker-%d", m.seq)
-	if _, err := m.srv.Do("ECHO", marker); err != nil {
+	lines, err := s.m.Lines(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	n := 0
-	for {
-		v, err := m.conn.Receive(ctx)
-		if err != nil {
-			t.Fatalf("MONITOR: %v before the marker", err)
-		}
-		line, _ := v.(string)
-		switch {
-		case strings.Contains(line, marker):
-			return n
-		case (strings.Contains(line, `"EVALSHA"`) || strings.Contains(line, `"EVAL"`)) &&
-			!strings.Contains(line, ":{"+overridesTable+"}"):
+	for _, line := range lines {
+		if (strings.Contains(line, `"EVALSHA"`) || strings.Contains(line, `"EVAL"`)) && !strings.Contains(line, ":{"+overridesTable+"}") {
 			n++
 		}
 	}
+	return n
 }
 
 // TestLocalDenyOnRedis: with the Redis store (store.local_deny on by
