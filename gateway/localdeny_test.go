@@ -184,3 +184,41 @@ func TestLocalDenyOff(t *testing.T) {
 		t.Fatal("the memory store has local denials")
 	}
 }
+
+// BenchmarkAbusiveKeyOnRedis times one request of a key Redis has denied,
+// through the gateway's handler on a local redis-server, with
+// store.local_deny on (answered by the instance) and off (a script call
+// each).
+func BenchmarkAbusiveKeyOnRedis(b *testing.B) {
+	srv := redistest.NewServer(b, redistest.ServerOptions{})
+	for _, on := range []bool{true, false} {
+		b.Run(map[bool]string{true: "local_deny", false: "redis"}[on], func(b *testing.B) {
+			rc := config.Route{ID: "hello", Match: config.Match{Path: "/hello"}, Respond: &config.Respond{Status: 200, Body: "hi\n"},
+				Limits: []config.Limit{{Policy: "frozen", Key: httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}},
+					Cost: 1, OnEmptyKey: httplimit.EmptyKeyDeny}}}
+			cfg := testConfig(rc)
+			cfg.Policies["frozen"] = config.PolicySpec{Algorithm: ratelimit.TokenBucket, Capacity: 1, Rate: 0.001}
+			cfg.Store.Type, cfg.Store.Timeout, cfg.Store.Prefix = config.StoreRedis, time.Second, fmt.Sprint("bench-", on)
+			cfg.Store.Redis = config.Redis{Mode: config.RedisStandalone, Addrs: []string{srv.Addr()}}
+			cfg.Store.LocalDeny.Enabled = new(on)
+			g, err := New(cfg, Deps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			req := httptest.NewRequest("GET", "/hello", nil)
+			req.Header.Set("X-User", "abuser")
+			for range 2 {
+				g.ServeHTTP(httptest.NewRecorder(), req)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				g.ServeHTTP(rec, req)
+				if rec.Code != http.StatusTooManyRequests {
+					b.Fatalf("status %d, want 429", rec.Code)
+				}
+			}
+		})
+	}
+}

@@ -221,18 +221,19 @@ func (v view) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 
 // evaluate is Evaluate on inner, reporting local answers to onLocal.
 func (s *Store) evaluate(ctx context.Context, inner ratelimit.Store, onLocal func(context.Context), reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	// gen is read before the clock: a reset counted after it makes the
+	// denial below one not to remember.
+	gen := s.resets.Load()
+	start := s.now() // t0 of a denial the inner store reports below
 	if s.n.Load() != 0 {
-		now := s.now()
-		s.maybeSweep(now)
-		if s.answer(reqs, out, now) {
+		s.maybeSweep(start)
+		if s.answer(reqs, out, start) {
 			if onLocal != nil {
 				onLocal(ctx)
 			}
 			return false, nil
 		}
 	}
-	gen := s.resets.Load()
-	start := s.now()
 	admitted, err := inner.Evaluate(ctx, reqs, out)
 	if err != nil || admitted {
 		return admitted, err
