@@ -77,9 +77,9 @@
 // every shard about every SweepInterval while requests come), and, when a
 // new denial finds its shard full, by a sweep of that shard; if nothing in
 // it has expired, the entry that expires first makes room. While nothing is
-// remembered a request costs one atomic load; otherwise a lookup per
-// non-shadow limit (two seeded hashes, one shard lock), and answering a
-// request locally allocates nothing.
+// remembered a request costs a clock read and an atomic load; otherwise
+// also a lookup per non-shadow limit (two seeded hashes, one shard lock).
+// Answering a request locally allocates nothing.
 //
 // # Where it sits
 //
