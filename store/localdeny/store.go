@@ -221,8 +221,8 @@ func (v view) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 
 // evaluate is Evaluate on inner, reporting local answers to onLocal.
 func (s *Store) evaluate(ctx context.Context, inner ratelimit.Store, onLocal func(context.Context), reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
-	// gen is read before the clock: a reset counted after it makes the
-	// denial below one not to remember.
+	// gen is the reset count before the store is asked: a denial reported
+	// after a later reset may predate it, and is not remembered.
 	gen := s.resets.Load()
 	start := s.now() // t0 of a denial the inner store reports below
 	if s.n.Load() != 0 {
