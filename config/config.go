@@ -155,7 +155,30 @@ type Store struct {
 	// "memory", and each instance's local fallback when Type is "redis" and
 	// OnError is "local".
 	Memory Memory `yaml:"memory"`
+	// LocalDeny lets each instance answer requests for keys Redis has
+	// denied, until the denial's Retry-After has passed, without asking
+	// Redis (docs/semantics.md §6.6). Used when Type is "redis" and ignored
+	// otherwise.
+	LocalDeny LocalDeny `yaml:"local_deny"`
 }
+
+// LocalDeny configures the answers an instance gives itself for keys known
+// denied.
+type LocalDeny struct {
+	// Enabled turns it on; nil (left out) means true. It never admits a
+	// request Redis would deny; a key denied on an instance stays denied
+	// there until its Retry-After has passed, even if another instance or
+	// an admin reset frees budget sooner.
+	Enabled *bool `yaml:"enabled"`
+	// MaxKeys caps the keys each instance remembers as denied, at least 1.
+	// Default 100000. Past it the remembered key that expires first makes
+	// room. A remembered key costs about 100 bytes whatever its length.
+	MaxKeys int `yaml:"max_keys"`
+}
+
+// On reports whether local denials are enabled: Enabled, or true when it
+// is not set.
+func (l LocalDeny) On() bool { return l.Enabled == nil || *l.Enabled }
 
 // Memory configures the in-process store.
 type Memory struct {

@@ -74,7 +74,7 @@ policies:
 		t.Errorf("admin = %+v", c.Admin)
 	}
 	wantStore := Store{Type: "memory", Prefix: "sluice", Timeout: 50 * time.Millisecond, OnError: "local", Redis: Redis{Mode: "standalone"},
-		Memory: Memory{MaxKeys: 1 << 20}}
+		Memory: Memory{MaxKeys: 1 << 20}, LocalDeny: LocalDeny{Enabled: new(true), MaxKeys: 100_000}}
 	if diff := cmp.Diff(wantStore, c.Store); diff != "" {
 		t.Errorf("store defaults (-want +got):\n%s", diff)
 	}

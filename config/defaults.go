@@ -17,6 +17,7 @@ const (
 	DefaultStorePrefix       = "sluice"
 	DefaultStoreTimeout      = 50 * time.Millisecond
 	DefaultMemoryMaxKeys     = 1 << 20 // store/memory's DefaultMaxKeys
+	DefaultLocalDenyMaxKeys  = 100_000 // store/localdeny's DefaultMaxKeys
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultRespondStatus     = 200
 	DefaultCost              = 1
@@ -47,6 +48,10 @@ func ApplyDefaults(c *Config) {
 	setDefault(&st.OnError, OnErrorLocal)
 	setDefault(&st.Redis.Mode, RedisStandalone)
 	setDefault(&st.Memory.MaxKeys, DefaultMemoryMaxKeys)
+	if st.LocalDeny.Enabled == nil {
+		st.LocalDeny.Enabled = new(true)
+	}
+	setDefault(&st.LocalDeny.MaxKeys, DefaultLocalDenyMaxKeys)
 
 	for name, p := range c.Policies {
 		if p.Algorithm == ratelimit.LeakyBucket && p.Mode == "" {

@@ -56,6 +56,9 @@ func (c *Config) Effective() string {
 	w.kv(2, "tls", strconv.FormatBool(st.Redis.TLS))
 	w.line(1, "memory:")
 	w.kv(2, "max_keys", strconv.Itoa(st.Memory.MaxKeys))
+	w.line(1, "local_deny:")
+	w.kv(2, "enabled", strconv.FormatBool(st.LocalDeny.On()))
+	w.kv(2, "max_keys", strconv.Itoa(st.LocalDeny.MaxKeys))
 
 	if len(c.Policies) == 0 {
 		w.kv(0, "policies", "{}")

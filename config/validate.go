@@ -138,6 +138,8 @@ func (v *validator) explicitZeros(c *Config) {
 	zero("store.redis.mode", c.Store.Redis.Mode == "", "is empty (allowed: standalone, sentinel, cluster)")
 	zero("store.memory.max_keys", c.Store.Memory.MaxKeys == 0,
 		"must be at least 1, got 0 (leave it out for "+strconv.Itoa(DefaultMemoryMaxKeys)+")")
+	zero("store.local_deny.max_keys", c.Store.LocalDeny.MaxKeys == 0,
+		"must be at least 1, got 0 (leave it out for "+strconv.Itoa(DefaultLocalDenyMaxKeys)+")")
 	for i, r := range c.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
 		positive(p+".timeout", r.Timeout)
@@ -255,6 +257,11 @@ func (v *validator) store(s *Store) {
 	// Redis store.
 	if s.Memory.MaxKeys < 0 || s.Memory.MaxKeys == 0 && v.given("store.memory.max_keys", true) {
 		v.errf("store.memory.max_keys", "must be at least 1, got %d", s.Memory.MaxKeys)
+	}
+	// Checked whatever the type, as store.memory is, though only a Redis
+	// store uses it.
+	if s.LocalDeny.MaxKeys < 0 || s.LocalDeny.MaxKeys == 0 && v.given("store.local_deny.max_keys", true) {
+		v.errf("store.local_deny.max_keys", "must be at least 1, got %d", s.LocalDeny.MaxKeys)
 	}
 	if s.Type != StoreRedis {
 		return // the redis section is ignored

@@ -48,7 +48,10 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 
 // TestRedisOverridesAndResetsReachEveryInstance runs two gateways on one
 // Redis: an override set on one is in force on the other, removing it
-// likewise, and a reset on one restores the shared budget for both at once.
+// likewise, and a reset on one restores the shared budget at once, except
+// on an instance that Redis had denied the key to: that one keeps denying
+// it locally until the denial's Retry-After (store.local_deny,
+// docs/semantics.md §6.6).
 // The "within 1 s" promise rests on the poll interval, which gateway's
 // TestOverridesFollowSharedTable checks on fake time; here, between
 // processes on a possibly busy machine, the time is logged and only bounded
@@ -106,13 +109,19 @@ func TestRedisOverridesAndResetsReachEveryInstance(t *testing.T) {
 			})
 			t.Logf("removal in force on the other instance after %v", took)
 
-			// A reset on one instance restores the budget everywhere at once.
+			// A reset on one instance deletes the shared state: the budget is
+			// back at once. b, which Redis denied u1 to (its 4th request,
+			// with a Retry-After of about 1000 s), keeps denying it locally.
 			if r := do(t, "DELETE", a.admin+"/admin/v1/limits/api/u1", nil, auth...); r.code != 204 {
 				t.Fatalf("DELETE limits = %d %s", r.code, r.body)
 			}
+			if r := get(t, b.base+"/api/x", user...); r.code != 429 || r.header.Get("Retry-After") == "" {
+				t.Errorf("on the instance that was denied u1, after the reset: %d, Retry-After %q; want 429 until its Retry-After",
+					r.code, r.header.Get("Retry-After"))
+			}
 			for i, want := range []int{200, 200, 200, 429} {
-				if r := get(t, b.base+"/api/x", user...); r.code != want {
-					t.Errorf("request %d on the other instance after the reset = %d, want %d", i+1, r.code, want)
+				if r := get(t, a.base+"/api/x", user...); r.code != want {
+					t.Errorf("request %d on the resetting instance after the reset = %d, want %d", i+1, r.code, want)
 				}
 			}
 		})

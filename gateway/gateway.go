@@ -174,7 +174,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		mw, err = httplimit.New(httplimit.Options{
 			Route:        rc.ID,
 			Limits:       limits,
-			Store:        meteredStore{Store: g.store.forRoute(g.fellBack(rc.ID)), metrics: g.metrics},
+			Store:        g.routeStore(rc.ID),
 			Clock:        clock,
 			IP:           ip,
 			OnStoreError: g.onStoreError(rc.ID),

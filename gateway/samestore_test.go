@@ -53,6 +53,12 @@ func TestSameStore(t *testing.T) {
 				fv.SetBool(!fv.Bool())
 			case reflect.Slice:
 				fv.Set(reflect.ValueOf([]string{"c:3"}))
+			case reflect.Pointer: // *bool, where nil means true (store.local_deny.enabled)
+				if fv.Type().Elem().Kind() != reflect.Bool {
+					t.Fatalf("field of type %s: teach this test to change it", fv.Type())
+				}
+				flipped := !fv.IsNil() && !fv.Elem().Bool()
+				fv.Set(reflect.ValueOf(&flipped))
 			default:
 				t.Fatalf("field of kind %s: teach this test to change it", fv.Kind())
 			}
@@ -60,6 +66,13 @@ func TestSameStore(t *testing.T) {
 				t.Errorf("sameStore = true after changing %s, want false", name)
 			}
 		})
+	}
+
+	// Left out, local_deny.enabled is true.
+	on := base()
+	on.LocalDeny.Enabled = new(true)
+	if a := base(); !sameStore(&a, &on) {
+		t.Error("local_deny.enabled left out and true: sameStore = false, want true")
 	}
 
 	mem := func(max int) config.Store {

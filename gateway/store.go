@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
+	"github.com/sluice-gw/sluice/store/localdeny"
 )
 
 // storeStatus is what the gateway reads about its store besides its
@@ -39,8 +40,11 @@ type storeStatus interface {
 type sharedStore struct {
 	ratelimit.Store
 	status storeStatus
-	fb     *fallback.Store // the Store, for its per-route views
-	closer io.Closer       // nil when the store was injected (Deps.Store)
+	fb     *fallback.Store // the Store, or the store below deny, for its per-route views
+	// deny, when store.local_deny is on (Redis stores only), is the Store:
+	// it answers requests for keys known denied before fb is asked.
+	deny   *localdeny.Store
+	closer io.Closer // nil when the store was injected (Deps.Store)
 	// section is the store section it was built from (see sameStore).
 	section config.Store
 	// overrides are the admin API's per-key policies, kept with the store
@@ -76,10 +80,41 @@ func (s *sharedStore) release() error {
 	return nil
 }
 
-// forRoute returns the store as a route decides on it: each of its
-// decisions made without the primary is reported to onFallback.
-func (s *sharedStore) forRoute(onFallback func(context.Context, fallback.Mode)) ratelimit.Store {
-	return s.fb.Observed(onFallback)
+// routeStore returns the store as route decides on it: each of its
+// decisions made without the primary is counted and marked in the access
+// log (fellBack), each store call is timed (meteredStore), and with
+// store.local_deny a request for a key known denied is answered before
+// either, counted in sluice_local_deny_decisions_total and logged as
+// store=local_deny.
+func (g *Gateway) routeStore(route string) ratelimit.Store {
+	var st ratelimit.Store = meteredStore{Store: g.store.fb.Observed(g.fellBack(route)), metrics: g.metrics}
+	if g.store.deny == nil {
+		return st
+	}
+	return g.store.deny.Over(st, func(ctx context.Context) {
+		g.metrics.LocalDenyDecision(route)
+		noteFallback(ctx, localDenySource)
+	})
+}
+
+// localDenySource is the access log's store field for a request answered
+// by store.local_deny.
+const localDenySource = "local_deny"
+
+// withLocalDeny puts s's store behind store/localdeny when ld says so
+// (docs/semantics.md §6.6). Denials are not remembered while the fallback
+// decides (fb.Engaged): a local fallback's denial counts this instance's
+// traffic only.
+func (s *sharedStore) withLocalDeny(ld config.LocalDeny) error {
+	if !ld.On() {
+		return nil
+	}
+	d, err := localdeny.New(localdeny.Options{Store: s.fb, MaxKeys: ld.MaxKeys, Skip: s.fb.Engaged})
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	s.Store, s.deny = d, d
+	return nil
 }
 
 // openStore returns the store for cfg: the injected one, the previous
@@ -118,7 +153,15 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 		s.closer, s.section, s.overrides = ms, section, newOverrides(nil, log)
 		return s, nil
 	case config.StoreRedis:
-		return openRedis(cfg, section, deps.Clock, m, log)
+		s, err := openRedis(cfg, section, deps.Clock, m, log)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.withLocalDeny(cfg.Store.LocalDeny); err != nil {
+			s.release()
+			return nil, err
+		}
+		return s, nil
 	default:
 		return nil, fmt.Errorf("gateway: unknown store type %q", cfg.Store.Type)
 	}
@@ -127,7 +170,7 @@ func openStore(cfg *config.Config, deps Deps, m *metrics.Metrics, log *slog.Logg
 // sameStore reports whether configurations with the store sections a and b
 // build the same store, so that a reload can keep it and every key's
 // budget. A memory store depends only on store.memory; a Redis store (with
-// its local fallback) on all of the section.
+// its local fallback and local denials) on all of the section.
 func sameStore(a, b *config.Store) bool {
 	memory := func(s *config.Store) bool { return s.Type == config.StoreMemory || s.Type == "" }
 	if memory(a) || memory(b) {
@@ -139,7 +182,8 @@ func sameStore(a, b *config.Store) bool {
 		ra.Mode == rb.Mode && slices.Equal(ra.Addrs, rb.Addrs) && ra.MasterName == rb.MasterName &&
 		ra.Username == rb.Username && ra.Password == rb.Password &&
 		ra.SentinelUsername == rb.SentinelUsername && ra.SentinelPassword == rb.SentinelPassword &&
-		ra.DB == rb.DB && ra.TLS == rb.TLS
+		ra.DB == rb.DB && ra.TLS == rb.TLS &&
+		a.LocalDeny.On() == b.LocalDeny.On() && a.LocalDeny.MaxKeys == b.LocalDeny.MaxKeys
 }
 
 // openInProcess puts an in-process store (memory, or one injected for

@@ -45,6 +45,7 @@ type Metrics struct {
 	storeDuration  prometheus.Histogram
 	fallback       *prometheus.CounterVec
 	fallbackActive prometheus.Gauge
+	localDeny      *prometheus.CounterVec
 	reloads        *prometheus.CounterVec
 	storeKeys      *storeKeys
 	keyOverflow    *prometheus.CounterVec
@@ -90,6 +91,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_fallback_active",
 		Help: "1 while decisions are made without the store: the circuit breaker is open, or a request was decided without it (the local-first denial of a key owing fallback units included) within the last 10s; 0 otherwise.",
 	}))
+	m.localDeny = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_local_deny_decisions_total",
+		Help: "Requests denied by this instance without a store call, because a limit of theirs was denied by the store until a time not yet reached (store.local_deny), by route.",
+	}, []string{"route"}))
 	m.reloads = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_config_reloads_total",
 		Help: "Config reloads (SIGHUP) by result: ok (swapped in) or failed (old config kept).",
@@ -199,6 +204,15 @@ func (m *Metrics) FallbackDecision(route, mode string) {
 		return
 	}
 	m.fallback.WithLabelValues(route, mode).Inc()
+}
+
+// LocalDenyDecision counts one request on route denied without a store call
+// because a limit of its was known denied (store.local_deny).
+func (m *Metrics) LocalDenyDecision(route string) {
+	if m == nil {
+		return
+	}
+	m.localDeny.WithLabelValues(route).Inc()
 }
 
 // SetFallbackActive sets sluice_fallback_active to 1 (true) or 0.

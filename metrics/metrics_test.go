@@ -75,6 +75,8 @@ func TestNewTwiceReusesCollectors(t *testing.T) {
 	m2.StoreDuration(time.Millisecond)
 	m2.FallbackDecision("api", "local")
 	m2.SetFallbackActive(true)
+	m1.LocalDenyDecision("api")
+	m2.LocalDenyDecision("api")
 
 	rec := httptest.NewRecorder()
 	Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -88,6 +90,7 @@ func TestNewTwiceReusesCollectors(t *testing.T) {
 		`sluice_store_duration_seconds_count 1`,
 		`sluice_fallback_decisions_total{mode="local",route="api"} 1`,
 		`sluice_fallback_active 1`,
+		`sluice_local_deny_decisions_total{route="api"} 2`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {
@@ -117,6 +120,7 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.StoreDuration(time.Second)
 	m.FallbackDecision("api", "allow")
 	m.SetFallbackActive(false)
+	m.LocalDenyDecision("api")
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {

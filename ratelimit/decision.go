@@ -34,8 +34,11 @@ type Decision struct {
 	Next time.Duration
 	// Uncounted reports that no store decided this limit: the request was
 	// admitted without counting it, as store/fallback's Allow mode does
-	// while its store is unavailable. Remaining, Reset and Next then say
-	// nothing about the budget, and the HTTP middleware sends no quota
-	// headers for the limit. A Store's own decisions never set it.
+	// while its store is unavailable, or it was denied for another limit
+	// without asking the store, as store/localdeny does for a key known
+	// denied (Allowed is then true: this limit's own verdict is unknown).
+	// Remaining, Reset and Next then say nothing about the budget, and the
+	// HTTP middleware sends no quota headers for the limit. A Store's own
+	// decisions never set it.
 	Uncounted bool
 }

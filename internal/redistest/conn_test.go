@@ -94,3 +94,26 @@ func TestConnReceivesMonitorStream(t *testing.T) {
 		t.Errorf("Receive with nothing sent = %v, want context.DeadlineExceeded", err)
 	}
 }
+
+// TestMonitorLines: Lines returns exactly the commands run since the last
+// call, the marker excluded.
+func TestMonitorLines(t *testing.T) {
+	s := NewServer(t, ServerOptions{})
+	m, err := s.Monitor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, k := range []string{"a", "b"} {
+		if _, err := s.Do("SET", k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, err := m.Lines(t.Context())
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[0], `"SET" "a" "1"`) || !strings.Contains(lines[1], `"SET" "b" "1"`) {
+		t.Fatalf("Lines = %q, %v; want the two SETs", lines, err)
+	}
+	if lines, err := m.Lines(t.Context()); err != nil || len(lines) != 0 {
+		t.Fatalf("Lines with nothing run = %q, %v; want none", lines, err)
+	}
+}
