@@ -222,8 +222,9 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			nkeys++
 		}
 		q := kit.ParamsOf(p)
+		// Hexadecimal: the script parses it with strtoul, not strtod.
 		for _, v := range [...]int64{q.Max, per(q), q.MaxDelayMicros, kit.Cost(*r)} {
-			buf = strconv.AppendInt(buf, v, 10)
+			buf = strconv.AppendInt(buf, v, 16)
 			ends = append(ends, len(buf))
 		}
 	}
@@ -275,8 +276,10 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 	if cl.idx != nil {
 		n = len(cl.idx)
 	}
-	if len(vals) != replyHeader+replyPerLimit*n {
-		return false, nil, fmt.Errorf("redis store: run script: %w: %d values for %d limits", errBadReply, len(vals), n)
+	if cap(reps) >= n {
+		reps = reps[:n]
+	} else {
+		reps = make([]limitReply, n)
 	}
 	var bad error
 	at := func(i int) int64 {
@@ -286,23 +289,47 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 		}
 		return x
 	}
-	overall := at(0) == 1
-	if cap(reps) >= n {
-		reps = reps[:n]
-	} else {
-		reps = make([]limitReply, n)
-	}
-	for j := range reps {
-		v := replyHeader + replyPerLimit*j
-		reps[j] = limitReply{
-			allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4), next: at(v + 5),
-			consumed: at(v+6) == 1, extra: at(v + 7), viewRemaining: at(v + 8), viewReset: at(v + 9),
+	var overall bool
+	switch {
+	case len(vals) == replyHeader+replyPerLimit*n:
+		overall = at(0) == 1
+		for j := range reps {
+			v := replyHeader + replyPerLimit*j
+			reps[j] = limitReply{
+				allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4), next: at(v + 5),
+				consumed: at(v+6) == 1, extra: at(v + 7), viewRemaining: at(v + 8), viewReset: at(v + 9),
+			}
 		}
+	case n == 1 && cl.args[0] == modeEvaluate && (len(vals) == loneShort || len(vals) == lonePerLimit):
+		// core.lua's reply to a lone single-limit request; its overall is
+		// the limit's allowed, or true for a shadow limit (args[8]).
+		reps[0] = loneReply(at)
+		overall = reps[0].allowed || cl.args[2+6] == "1"
+	default:
+		return false, nil, fmt.Errorf("redis store: run script: %w: %d values for %d limits", errBadReply, len(vals), n)
 	}
 	if bad != nil {
 		return false, nil, fmt.Errorf("redis store: run script: %w: %w", errBadReply, bad)
 	}
 	return overall, reps, nil
+}
+
+// Replies core.lua gives a lone single-limit request, and mode 'b' a request
+// with one limit: the short one is -1 - remaining and reset, for an
+// admission with nothing held back (retry, delay and next zero); the other
+// is allowed, remaining, reset, retry, delay, next.
+const (
+	loneShort    = 2
+	lonePerLimit = 6
+)
+
+// loneReply decodes one of those replies, whose values at(0), at(1), …
+// returns; a short one starts with a negative value.
+func loneReply(at func(int) int64) limitReply {
+	if v := at(0); v < 0 {
+		return limitReply{allowed: true, remaining: -1 - v, reset: at(1)}
+	}
+	return limitReply{allowed: at(0) == 1, remaining: at(1), reset: at(2), retry: at(3), delay: at(4), next: at(5)}
 }
 
 // result is the outcome of one call in runAll.
