@@ -10,14 +10,14 @@
 -- also what the algorithm files and main.lua's batch mode build on, so each
 -- algorithm's arithmetic exists once.
 --
+-- The functions here refer to no local of the script (math.floor rather
+-- than a local alias of it): an upvalue costs an allocation on every call.
+--
 -- Every quantity is an integer below 2^53 (µs or units), exact in Lua's
 -- doubles. Numbers handed to redis.call are formatted with %d: Lua's
 -- tostring prints only 14 significant digits and would round a Unix time in
--- µs.
-
-local MAX_MICROS = 9007199254740992 -- 2^53, params.MaxMicros (ratelimit/internal/params)
-local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
-local format, sub, find = string.format, string.sub, string.find
+-- µs. 9007199254740992 below is 2^53, params.MaxMicros
+-- (ratelimit/internal/params), the bound of mul_sat (prelude.lua).
 
 -- clock returns the time of the call in Unix µs, from Redis TIME when arg
 -- (the script's time argument) is '' (production), else arg itself (tests
@@ -50,7 +50,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
       tokens, last = sn, st
     end
     if now > last then -- kit.refill (prelude.lua's refill)
-      local earned = floor((now - last) / iv)
+      local earned = math.floor((now - last) / iv)
       if earned >= c - tokens then
         tokens, last = c, now
       else
@@ -64,10 +64,10 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
       tokens = tokens - n
       allowed = true
     else
-      retry = min(MAX_MICROS, (n - tokens) * iv) - progress
+      retry = math.min(9007199254740992, (n - tokens) * iv) - progress
     end
     if tokens < c then
-      reset = min(MAX_MICROS, (c - tokens) * iv) - progress
+      reset = math.min(9007199254740992, (c - tokens) * iv) - progress
     end
     return allowed, tokens, 0, last, tokens, reset, retry, 0
   elseif code == '2' then -- kit.leakyBucketAt
@@ -76,7 +76,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
       level, last = sn, st
     end
     if now > last then -- kit.leak (prelude.lua's leak)
-      local leaked = floor((now - last) / iv)
+      local leaked = math.floor((now - last) / iv)
       if leaked >= level then
         level, last = 0, now
       else
@@ -86,7 +86,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
     local progress = now - last -- negative when the clock went back: waits lengthen
     local wait, delay = 0, 0 -- shape mode: time the units ahead need to leak
     if level > 0 and shape then
-      wait = min(MAX_MICROS, level * iv) - progress
+      wait = math.min(9007199254740992, level * iv) - progress
     end
     local fits = n <= c - level -- level + n ≤ c, without leaving 2^53
     if fits and (max_delay == 0 or wait <= max_delay) then
@@ -95,19 +95,19 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
       delay = wait
     else
       if not fits then
-        retry = min(MAX_MICROS, (n - (c - level)) * iv) - progress
+        retry = math.min(9007199254740992, (n - (c - level)) * iv) - progress
       end
       if max_delay > 0 and wait > max_delay then
-        retry = max(retry, wait - max_delay)
+        retry = math.max(retry, wait - max_delay)
       end
     end
     if level > 0 then
-      reset = min(MAX_MICROS, level * iv) - progress
+      reset = math.min(9007199254740992, level * iv) - progress
     end
     return allowed, level, 0, last, c - level, reset, retry, delay
   elseif code == '3' then -- kit.fixedWindowAt
     local q = now / iv -- Go's now/w: truncated towards zero
-    local idx = q < 0 and ceil(q) or floor(q)
+    local idx = q < 0 and math.ceil(q) or math.floor(q)
     local count = 0
     if set and st >= idx then
       -- st > idx only if the clock went back: keep the newer window
@@ -128,7 +128,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
   elseif code == '6' then -- kit.gcraAt
     local tat = now
     if set then
-      tat = max(st, now)
+      tat = math.max(st, now)
     end
     local tau = c * iv -- bounded by NewPolicy to 2^52
     local new_tat = tat + n * iv
@@ -140,7 +140,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
     end
     -- tat-now > tau when the clock went back: the quotient is negative.
     local q = (tau - (tat - now)) / iv
-    local remaining = max(0, q < 0 and ceil(q) or floor(q))
+    local remaining = math.max(0, q < 0 and math.ceil(q) or math.floor(q))
     return allowed, 0, 0, tat, remaining, tat - now, retry, 0
   end
   -- '5', kit.slidingWindowAt. The floating-point expressions are evaluated
@@ -148,7 +148,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
   -- so both sides round alike.
   local l, w = c, iv
   local q = now / w
-  local idx = q < 0 and ceil(q) or floor(q)
+  local idx = q < 0 and math.ceil(q) or math.floor(q)
   local curr, prev = 0, 0
   if set then
     if st >= idx then
@@ -158,10 +158,10 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
       prev = sn
     end
   end
-  local elapsed = max(0, now - idx * w)
+  local elapsed = math.max(0, now - idx * w)
   -- lag > 0 only if the clock went back: then nothing changes until the
   -- newer window starts, and reset (the key's TTL) and retry wait for it too.
-  local lag = max(0, idx * w - now)
+  local lag = math.max(0, idx * w - now)
   local est = prev * ((w - elapsed) / w) + curr
   if est + n <= l then
     curr = curr + n
@@ -175,7 +175,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
     if n <= l - curr and prev > 0 then -- curr + n ≤ l, without leaving 2^53
       local lo, hi = elapsed + 1, w
       while lo < hi do
-        local mid = lo + floor((hi - lo) / 2)
+        local mid = lo + math.floor((hi - lo) / 2)
         if prev * ((w - mid) / w) + curr + n <= l then
           hi = mid
         else
@@ -192,7 +192,7 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
       else
         local lo, hi = 0, w
         while lo < hi do
-          local mid = lo + floor((hi - lo) / 2)
+          local mid = lo + math.floor((hi - lo) / 2)
           if curr * ((w - mid) / w) + n <= l then
             hi = mid
           else
@@ -209,32 +209,16 @@ local function step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
   elseif prev > 0 then
     reset = lag + w - elapsed
   end
-  return allowed, curr, prev, idx, max(0, l - ceil(est)), reset, retry, 0
+  return allowed, curr, prev, idx, math.max(0, l - math.ceil(est)), reset, retry, 0
 end
 
--- State values. Token bucket, leaky bucket and fixed window keep a pair
--- (n, t), and sliding_log keeps (total, seq), packed by pack2: the decimal
--- digits of a+1 followed by b in exactly 16 digits. For 0 ≤ a < 920 and
--- 0 ≤ b < 10^16 (Unix µs until the year 2286) that is an integer below
--- 2^63, which Redis keeps in its compact integer encoding (the ≤ 100 bytes
--- per key goal). Other pairs are stored as "a:b". gcra keeps t as a plain
--- integer; sliding_window keeps "n:prev:t".
-local PACK_LIMIT = 10000000000000000 -- 10^16
-
-local function pack2(a, b)
-  if a >= 0 and a < 920 and b >= 0 and b < PACK_LIMIT then
-    return format('%d%016d', a + 1, b)
-  end
-  return format('%d:%d', a, b)
-end
-
-local function unpack2(v)
-  local i = find(v, ':', 1, true) -- plain find: cheaper than a pattern
-  if i then
-    return tonumber(sub(v, 1, i - 1)), tonumber(sub(v, i + 1))
-  end
-  return tonumber(sub(v, 1, -17)) - 1, tonumber(sub(v, -16))
-end
+-- State values. Token bucket, leaky bucket and fixed window keep the pair
+-- (n, t) (sliding_log keeps its (total, seq) alike, as code '1') as the
+-- decimal digits of n+1 followed by t in exactly 16 digits: for
+-- 0 ≤ n < 920 and 0 ≤ t < 10^16 (Unix µs until the year 2286) that is an
+-- integer below 2^63, which Redis keeps in its compact integer encoding
+-- (the ≤ 100 bytes per key goal). Other pairs are stored as "n:t". gcra
+-- keeps t as a plain integer; sliding_window keeps "n:prev:t".
 
 -- load1 returns the state of the algorithm with code in key: set (false
 -- when the key holds none), n, prev, t.
@@ -249,8 +233,11 @@ local function load1(code, key)
     local n, prev, t = string.match(v, '^(%d+):(%d+):(%-?%d+)$')
     return true, tonumber(n), tonumber(prev), tonumber(t)
   end
-  local n, t = unpack2(v)
-  return true, n, 0, t
+  local i = string.find(v, ':', 1, true) -- plain find: cheaper than a pattern
+  if i then
+    return true, tonumber(string.sub(v, 1, i - 1)), 0, tonumber(string.sub(v, i + 1))
+  end
+  return true, tonumber(string.sub(v, 1, -17)) - 1, 0, tonumber(string.sub(v, -16))
 end
 
 -- save1 stores the state (n, prev, t) of the algorithm with code in key
@@ -260,14 +247,16 @@ end
 local function save1(code, key, n, prev, t, ttl_ms)
   local v
   if code == '6' then
-    v = format('%d', t)
+    v = string.format('%d', t)
   elseif code == '5' then
-    v = format('%d:%d:%d', n, prev, t)
+    v = string.format('%d:%d:%d', n, prev, t)
+  elseif n >= 0 and n < 920 and t >= 0 and t < 10000000000000000 then -- 10^16
+    v = string.format('%d%016d', n + 1, t)
   else
-    v = pack2(n, t)
+    v = string.format('%d:%d', n, t)
   end
   if ttl_ms then
-    redis.call('SET', key, v, 'PX', format('%d', ttl_ms))
+    redis.call('SET', key, v, 'PX', string.format('%d', ttl_ms))
   else
     redis.call('SET', key, v, 'KEEPTTL')
   end
@@ -297,7 +286,7 @@ local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms)
     end
   end
   if allowed then
-    save1(code, key, an, aprev, at, ceil(max(1, reset) / 1000) + 1 + extra_ms)
+    save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms)
   end
   return allowed, remaining, reset, retry, delay, nxt
 end

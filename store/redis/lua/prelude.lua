@@ -1,6 +1,10 @@
 -- prelude.lua: helpers shared by the algorithm files and the main scripts,
 -- on top of core.lua's scalar steps.
 
+local MAX_MICROS = 9007199254740992 -- 2^53, params.MaxMicros (ratelimit/internal/params)
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local format = string.format
+
 -- mul_sat mirrors params.MulSat: a·b for non-negative a and b, saturated
 -- at 2^53. A product above 2^53 rounds to a double ≥ 2^53, so min is exact.
 local function mul_sat(a, b)
