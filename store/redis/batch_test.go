@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -489,5 +490,31 @@ func TestBatchWaitBounded(t *testing.T) {
 	defer b.mu.Unlock()
 	if b.inflight != b.slots || len(b.queue) != 0 {
 		t.Errorf("after the expedited batches: %d calls in flight, %d batches waiting; want %d (the held slots) and 0", b.inflight, len(b.queue), b.slots)
+	}
+}
+
+// TestDistinct: distinct answers true for keys that are all different and
+// false as soon as one repeats, whatever its position, and for more keys
+// than distinctMax.
+func TestDistinct(t *testing.T) {
+	keys := make([]string, distinctMax)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("sluice:{%022d}:tb", i)
+	}
+	if !distinct(keys) {
+		t.Fatalf("%d different keys: not distinct", len(keys))
+	}
+	for _, at := range []int{1, distinctMax / 2, distinctMax - 1} {
+		rep := slices.Clone(keys)
+		rep[at] = rep[at-1]
+		if distinct(rep) {
+			t.Errorf("key %d repeats key %d: distinct", at, at-1)
+		}
+	}
+	if distinct(append(slices.Clone(keys), "sluice:{x}:tb")) {
+		t.Errorf("%d keys, above distinctMax: distinct", distinctMax+1)
+	}
+	if !distinct(nil) {
+		t.Error("no keys: not distinct")
 	}
 }

@@ -221,9 +221,12 @@ end
 -- keeps t as a plain integer; sliding_window keeps "n:prev:t".
 
 -- load1 returns the state of the algorithm with code in key: set (false
--- when the key holds none), n, prev, t.
-local function load1(code, key)
-  local v = redis.call('GET', key)
+-- when the key holds none), n, prev, t. v, when not nil, is the key's value
+-- already read (false for none).
+local function load1(code, key, v)
+  if v == nil then
+    v = redis.call('GET', key)
+  end
   if not v then
     return false, 0, 0, 0
   end
@@ -268,9 +271,10 @@ end
 -- nothing left (remaining 0) is the retry of a request of cost 1 against
 -- the state after the step (that probe is denied, so it changes nothing).
 -- An admitted request's state is stored with a TTL covering its full reset,
--- plus extra_ms. It returns allowed, remaining, reset, retry, delay, next.
-local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms)
-  local set, sn, sprev, st = load1(code, key)
+-- plus extra_ms. v is as for load1. It returns allowed, remaining, reset,
+-- retry, delay, next.
+local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
+  local set, sn, sprev, st = load1(code, key, v)
   local allowed, an, aprev, at, remaining, reset, retry, delay =
     step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
   local nxt = 0

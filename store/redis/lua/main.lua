@@ -3,7 +3,10 @@
 --
 -- ARGV[1]  mode: 'e' evaluate, 'v' evaluate and also report each admitting
 --          limit's unchanged view (Cluster, several slots), 'p' peek,
---          'b' batch: evaluate several requests in order, each as 'e'
+--          'b' batch: evaluate several requests in order, each as 'e';
+--          'B' a batch whose keys are all distinct, so that every key's
+--          value is read up front with one MGET (no request can have
+--          changed another's key before it is decided)
 -- ARGV[2]  now in Unix µs, or '' to read Redis TIME (production; only tests
 --          pass a time); in mode 'b' every request is decided at this one now
 -- then, in modes 'e', 'v', 'p': 7 ARGV per limit: algorithm code, max
@@ -13,7 +16,9 @@
 --          policy (algorithm code, max, per, shape, max_delay as above),
 --          then per request: its number of limits n, then 2 ARGV per limit:
 --          its policy's index i among the S (1-based; -i for a shadow
---          limit) and its cost
+--          limit) and its cost; or, for a request with one limit of cost 1
+--          whose algorithm is not sliding_log, the one ARGV 'r' followed by
+--          that index (r1, r-1)
 --          max, per, max_delay and cost are in hexadecimal (tonumber(x, 16)
 --          is strtoul, far cheaper than the strtod a decimal takes); the
 --          time, the counts and the indices are decimal.
@@ -93,7 +98,7 @@ local policies = {}
 -- of the limit whose arguments start at ARGV[a]: 7 arguments in modes 'e',
 -- 'v', 'p', 2 in mode 'b'.
 local function limit_at(a)
-  if mode == 'b' then
+  if mode == 'b' or mode == 'B' then
     local ref = tonumber(ARGV[a])
     local x = policies[math.abs(ref)]
     return algorithm(tonumber(x.code)), x.p, tonumber(ARGV[a + 1], 16), ref < 0
@@ -109,7 +114,7 @@ end
 
 -- stride is the number of ARGV per limit.
 local stride = 7
-if mode == 'b' then
+if mode == 'b' or mode == 'B' then
   stride = 2
 end
 
@@ -222,7 +227,7 @@ local function decide(m, ai, ki, n, w, out)
   return overall and 1 or 0, ki
 end
 
-if mode ~= 'b' then
+if mode ~= 'b' and mode ~= 'B' then
   local out = {0, now}
   out[1] = decide(mode, 3, 1, (#ARGV - 2) / 7, 10, out)
   return out
@@ -231,9 +236,10 @@ end
 -- batch: the policies, then one request after another; an error in one
 -- request is its own. A request with one limit (not a sliding_log) is
 -- decided by core.lua's decide1 without the tables decide builds; by_ref
--- finds its policy by the reference string itself.
+-- finds its policy by the reference string itself, by_short by the
+-- one-ARGV form.
 local ai = 4 + 5 * tonumber(ARGV[3])
-local by_ref = {}
+local by_ref, by_short = {}, {}
 for a = 4, ai - 1, 5 do
   local x = {
     code = ARGV[a],
@@ -246,8 +252,13 @@ for a = 4, ai - 1, 5 do
   }
   local i = #policies + 1
   policies[i] = x
+  local shadow = {code = x.code, p = x.p, shadow = true}
   by_ref[tostring(i)] = x
-  by_ref[tostring(-i)] = {code = x.code, p = x.p, shadow = true}
+  by_ref[tostring(-i)] = shadow
+  if x.code ~= '4' then
+    by_short['r' .. i] = x
+    by_short['r-' .. i] = shadow
+  end
 end
 
 -- nkeys returns the number of keys of a limit whose policy is x.
@@ -270,21 +281,30 @@ local function failed(out, at, err)
   out[at] = {err = tostring(err)}
 end
 
+-- values: in mode 'B' every key's value (false for none), by key index.
+local values = {}
+if mode == 'B' then
+  values = redis.call('MGET', unpack(KEYS))
+end
 local out = {now}
 local o = 1 -- #out
 local ki = 1
 local nargv = #ARGV
 while ai <= nargv do
-  local x = ARGV[ai] == '1' and by_ref[ARGV[ai + 1]]
-  if x and x.code ~= '4' then
-    local p, cost = x.p, ARGV[ai + 2]
+  local a, cost, width = ARGV[ai], 1, 1 -- width: the request's ARGV
+  local x = by_short[a] -- the one-ARGV form, r<i>
+  if not x and a == '1' then
+    x, cost, width = by_ref[ARGV[ai + 1]], ARGV[ai + 2], 3
     if cost == '1' then
       cost = 1
     else
       cost = tonumber(cost, 16)
     end
+  end
+  if x and x.code ~= '4' then
+    local p = x.p
     local ok, allowed, remaining, reset, retry, delay, nxt =
-      pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms)
+      pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms, values[ki])
     if not ok then
       o = o + 1
       failed(out, o, allowed)
@@ -303,7 +323,7 @@ while ai <= nargv do
       o = o + 7
     end
     ki = ki + 1
-    ai = ai + 3
+    ai = ai + width
   else
     local n = tonumber(ARGV[ai])
     local at = o + 1
