@@ -316,7 +316,7 @@ func (s *Store) send(c *conn, bt *batch) {
 	}
 }
 
-// batchArgs returns the KEYS and ARGV of a mode 'b' call for the members
+// batchArgs returns the KEYS and ARGV of a mode 'b' or 'B' call for the members
 // (nkeys keys in all) at now: the distinct policies (5 values each, as
 // found in the members' own mode 'e' arguments), then per member its
 // number of limits and, per limit, its policy's index (negative for a

@@ -518,3 +518,45 @@ func TestDistinct(t *testing.T) {
 		t.Error("no keys: not distinct")
 	}
 }
+
+// TestBatchArgsForms: batchArgs sends a one-limit request of cost 1 that is
+// not a sliding log as the one ARGV r<index> (r-<index> when shadow), every
+// other request as its count, then index and cost per limit; and chooses
+// mode 'B' exactly when no key repeats.
+func TestBatchArgsForms(t *testing.T) {
+	s := &Store{prefix: "p"}
+	tb := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "tb", Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: 1})
+	sl := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "sl", Algorithm: ratelimit.SlidingLog, Limit: 5, Window: time.Second})
+	mk := func(reqs ...ratelimit.Request) *member {
+		return &member{cl: s.newCall(modeEvaluate, "", reqs, nil), n: len(reqs)}
+	}
+	build := func(ms ...*member) (keys, args []string) {
+		nkeys := 0
+		for _, m := range ms {
+			nkeys += len(m.cl.keys)
+		}
+		return batchArgs(ms, nkeys, "")
+	}
+	keys, args := build(
+		mk(ratelimit.Request{Key: "a", Policy: tb}),
+		mk(ratelimit.Request{Key: "b", Policy: tb, Shadow: true}),
+		mk(ratelimit.Request{Key: "c", Policy: tb, Cost: 3}),
+		mk(ratelimit.Request{Key: "d", Policy: sl}),
+		mk(ratelimit.Request{Key: "e", Policy: tb}, ratelimit.Request{Key: "e", Policy: sl, Shadow: true}),
+	)
+	if len(keys) != 8 {
+		t.Fatalf("%d keys, want 8: %q", len(keys), keys)
+	}
+	if args[0] != modeBatchDistinct || args[2] != "2" {
+		t.Fatalf("mode %q, %s policies; want %q, 2", args[0], args[2], modeBatchDistinct)
+	}
+	refs := args[3+2*5:]
+	want := []string{"r1", "r-1", "1", "1", "3", "1", "2", "1", "2", "1", "1", "-2", "1"}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("per-request arguments (-want +got):\n%s", diff)
+	}
+	_, args = build(mk(ratelimit.Request{Key: "a", Policy: tb}), mk(ratelimit.Request{Key: "a", Policy: tb}))
+	if args[0] != modeBatch {
+		t.Errorf("a repeated key: mode %q, want %q", args[0], modeBatch)
+	}
+}
