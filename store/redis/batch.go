@@ -392,9 +392,8 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 const batchPerLimit = 6
 
 // decodeBatch sets each member's result from a mode 'b' reply: now, then
-// per member its overall and 6 values per limit, a short reply (a
-// one-limit request admitted with nothing held back: a negative value, then
-// reset; see loneReply), or one error.
+// per member its overall and 6 values per limit, a short reply (a negative
+// integer; see shortReply), or one error.
 func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 	bad := func(err error) error {
 		if err == nil {
@@ -417,16 +416,12 @@ func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 			return bad(err)
 		}
 		if overall < 0 {
-			if m.n != 1 || pos+loneShort > len(vals) {
-				return bad(nil)
+			if m.n != 1 {
+				return bad(fmt.Errorf("short reply %d for %d limits", overall, m.n))
 			}
-			reset, err := vals[pos+1].AsInt64()
-			if err != nil {
-				return bad(err)
-			}
-			m.one[0] = limitReply{allowed: true, remaining: -1 - overall, reset: reset}
+			m.one[0] = shortReply(overall)
 			m.overall, m.reps = true, m.one[:]
-			pos += loneShort
+			pos++
 			continue
 		}
 		end := pos + 1 + batchPerLimit*m.n

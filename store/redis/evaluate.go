@@ -268,7 +268,7 @@ func per(q kit.Params) int64 {
 // run executes main.lua once and decodes its reply for n limits into reps
 // (reused when it has room: a caller may pass an array on its stack).
 func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []limitReply) (bool, []limitReply, error) {
-	vals, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).ToArray()
+	msg, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).ToMessage()
 	if err != nil {
 		return false, nil, wrap("run script", err)
 	}
@@ -280,6 +280,20 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 		reps = reps[:n]
 	} else {
 		reps = make([]limitReply, n)
+	}
+	lone := n == 1 && cl.args[0] == modeEvaluate
+	if msg.IsInt64() {
+		// core.lua's short reply to a lone single-limit request: admitted.
+		v, _ := msg.ToInt64()
+		if !lone || v >= 0 {
+			return false, nil, fmt.Errorf("redis store: run script: %w: integer %d for %d limits", errBadReply, v, n)
+		}
+		reps[0] = shortReply(v)
+		return true, reps, nil
+	}
+	vals, err := msg.ToArray()
+	if err != nil {
+		return false, nil, fmt.Errorf("redis store: run script: %w: %w", errBadReply, err)
 	}
 	var bad error
 	at := func(i int) int64 {
@@ -300,10 +314,10 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 				consumed: at(v+6) == 1, extra: at(v + 7), viewRemaining: at(v + 8), viewReset: at(v + 9),
 			}
 		}
-	case n == 1 && cl.args[0] == modeEvaluate && (len(vals) == loneShort || len(vals) == lonePerLimit):
-		// core.lua's reply to a lone single-limit request; its overall is
-		// the limit's allowed, or true for a shadow limit (args[8]).
-		reps[0] = loneReply(at)
+	case lone && len(vals) == lonePerLimit:
+		// core.lua's long reply to a lone single-limit request; its overall
+		// is the limit's allowed, or true for a shadow limit (args[8]).
+		reps[0] = limitReply{allowed: at(0) == 1, remaining: at(1), reset: at(2), retry: at(3), delay: at(4), next: at(5)}
 		overall = reps[0].allowed || cl.args[2+6] == "1"
 	default:
 		return false, nil, fmt.Errorf("redis store: run script: %w: %d values for %d limits", errBadReply, len(vals), n)
@@ -314,22 +328,15 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 	return overall, reps, nil
 }
 
-// Replies core.lua gives a lone single-limit request, and mode 'b' a request
-// with one limit: the short one is -1 - remaining and reset, for an
-// admission with nothing held back (retry, delay and next zero); the other
-// is allowed, remaining, reset, retry, delay, next.
-const (
-	loneShort    = 2
-	lonePerLimit = 6
-)
+// lonePerLimit is the length of core.lua's long reply to a lone
+// single-limit request: allowed, remaining, reset, retry, delay, next.
+const lonePerLimit = 6
 
-// loneReply decodes one of those replies, whose values at(0), at(1), …
-// returns; a short one starts with a negative value.
-func loneReply(at func(int) int64) limitReply {
-	if v := at(0); v < 0 {
-		return limitReply{allowed: true, remaining: -1 - v, reset: at(1)}
-	}
-	return limitReply{allowed: at(0) == 1, remaining: at(1), reset: at(2), retry: at(3), delay: at(4), next: at(5)}
+// shortReply decodes core.lua's short reply, a negative integer v: an
+// admission with nothing held back, v = -1 - (remaining·2^33 + reset).
+func shortReply(v int64) limitReply {
+	p := -1 - v
+	return limitReply{allowed: true, remaining: p >> 33, reset: p & (1<<33 - 1)}
 }
 
 // result is the outcome of one call in runAll.

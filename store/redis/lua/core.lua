@@ -295,30 +295,44 @@ local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
   return allowed, remaining, reset, retry, delay, nxt
 end
 
+-- short returns the one-integer answer for a decision admitted with
+-- nothing held back (retry, delay and next 0): -1 - (remaining·2^33 +
+-- reset), which is exact in a double while remaining < 2^20 and reset <
+-- 2^33 µs (about 2.4 hours); or nil for any other decision. The integer is
+-- negative, unlike every other first value of a reply.
+local function short(allowed, remaining, reset, delay, nxt)
+  if allowed and delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576
+    and reset >= 0 and reset < 8589934592 then
+    return -1 - (remaining * 8589934592 + reset)
+  end
+  return nil
+end
+
 -- A lone request with one limit (mode 'e', 9 arguments; see main.lua for
--- them) that is not a sliding_log is decided here. Its reply is the
--- limit's allowed, remaining, reset, retry, delay, next (its overall is
--- allowed, or 1 for a shadow limit, which the caller knows), or just
--- {-1 - remaining, reset} for the common answer: admitted with nothing
--- held back (retry, delay and next 0).
-if ARGV[1] == 'e' and #ARGV == 9 and ARGV[3] ~= '4' then
-  local now, extra_ms = clock(ARGV[2])
-  local cost = ARGV[8]
+-- them) that is not a sliding_log is decided here. Its reply is the short
+-- integer when there is one, else the limit's allowed, remaining, reset,
+-- retry, delay, next (its overall is allowed, or 1 for a shadow limit,
+-- which the caller knows).
+local argv = ARGV
+if argv[1] == 'e' and #argv == 9 and argv[3] ~= '4' then
+  local now, extra_ms = clock(argv[2])
+  local cost = argv[8]
   if cost == '1' then
     cost = 1
   else
     cost = tonumber(cost, 16)
   end
-  local max_delay = ARGV[7]
+  local max_delay = argv[7]
   if max_delay == '0' then
     max_delay = 0
   else
     max_delay = tonumber(max_delay, 16)
   end
-  local allowed, remaining, reset, retry, delay, nxt = decide1(ARGV[3], tonumber(ARGV[4], 16),
-    tonumber(ARGV[5], 16), ARGV[6] == '1', max_delay, cost, KEYS[1], now, extra_ms)
-  if allowed and delay == 0 and nxt == 0 and remaining >= 0 then
-    return {-1 - remaining, reset}
+  local allowed, remaining, reset, retry, delay, nxt = decide1(argv[3], tonumber(argv[4], 16),
+    tonumber(argv[5], 16), argv[6] == '1', max_delay, cost, KEYS[1], now, extra_ms)
+  local v = short(allowed, remaining, reset, delay, nxt)
+  if v then
+    return v
   end
   return {allowed and 1 or 0, remaining, reset, retry, delay, nxt}
 end

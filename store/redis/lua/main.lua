@@ -39,8 +39,8 @@
 -- In mode 'b': now, then per request its overall (1/0) followed by the first
 -- 6 of those per limit (allowed, remaining, reset, retry, delay, next: a batch is
 -- never a Cluster call, so the rest are of no use); or, for a request with
--- one limit admitted with nothing held back (retry, delay and next 0), the
--- two values -1 - remaining (negative, unlike an overall) and reset; or, if
+-- one limit, core.lua's short integer when there is one (negative, unlike
+-- an overall); or, if
 -- deciding that request raised an error, one error reply in their place
 -- (what that request wrote before the error stays, as it would in mode 'e';
 -- the requests before and after it are decided as usual).
@@ -305,13 +305,13 @@ while ai <= nargv do
     local p = x.p
     local ok, allowed, remaining, reset, retry, delay, nxt =
       pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms, values[ki])
+    local v = ok and short(allowed, remaining, reset, delay, nxt)
     if not ok then
       o = o + 1
       failed(out, o, allowed)
-    elseif allowed and delay == 0 and nxt == 0 and remaining >= 0 then
-      out[o + 1] = -1 - remaining
-      out[o + 2] = reset
-      o = o + 2
+    elseif v then
+      o = o + 1
+      out[o] = v
     else
       out[o + 1] = (allowed or x.shadow) and 1 or 0
       out[o + 2] = allowed and 1 or 0
