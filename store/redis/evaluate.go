@@ -268,7 +268,7 @@ func per(q kit.Params) int64 {
 // run executes main.lua once and decodes its reply for n limits into reps
 // (reused when it has room: a caller may pass an array on its stack).
 func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []limitReply) (bool, []limitReply, error) {
-	msg, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).ToMessage()
+	msg, err := evalScript.Exec(ctx, c.c, cl.keys, loneArgs(cl.args)).ToMessage()
 	if err != nil {
 		return false, nil, wrap("run script", err)
 	}
@@ -326,6 +326,17 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 		return false, nil, fmt.Errorf("redis store: run script: %w: %w", errBadReply, bad)
 	}
 	return overall, reps, nil
+}
+
+// loneArgs returns the arguments to send for args: the 5-argument form of
+// core.lua (code, now, max, per, cost) for a mode 'e' request with one
+// limit in police mode without max_delay that is not a sliding log (its
+// shadow flag only matters to the caller, see run), else args itself.
+func loneArgs(args []string) []string {
+	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[5] != "0" || args[6] != "0" {
+		return args
+	}
+	return []string{args[2], args[1], args[3], args[4], args[7]}
 }
 
 // lonePerLimit is the length of core.lua's long reply to a lone

@@ -272,7 +272,11 @@ end
 -- the state after the step (that probe is denied, so it changes nothing).
 -- An admitted request's state is stored with a TTL covering its full reset,
 -- plus extra_ms. v is as for load1. It returns allowed, remaining, reset,
--- retry, delay, next.
+-- retry, delay, next, and the short answer: for a decision admitted with
+-- nothing held back (retry, delay and next 0), the one integer
+-- -1 - (remaining·2^33 + reset), which is exact in a double while
+-- remaining < 2^20 and reset < 2^33 µs (about 2.4 hours), and negative,
+-- unlike every other first value of a reply; else nil.
 local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
   local set, sn, sprev, st = load1(code, key, v)
   local allowed, an, aprev, at, remaining, reset, retry, delay =
@@ -289,50 +293,45 @@ local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
       _, _, _, _, _, _, nxt = step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, 1)
     end
   end
-  if allowed then
-    save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms)
+  if not allowed then
+    return false, remaining, reset, retry, delay, nxt, nil
   end
-  return allowed, remaining, reset, retry, delay, nxt
+  save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms)
+  if delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576 and reset >= 0 and reset < 8589934592 then
+    return true, remaining, reset, retry, delay, nxt, -1 - (remaining * 8589934592 + reset)
+  end
+  return true, remaining, reset, retry, delay, nxt, nil
 end
 
--- short returns the one-integer answer for a decision admitted with
--- nothing held back (retry, delay and next 0): -1 - (remaining·2^33 +
--- reset), which is exact in a double while remaining < 2^20 and reset <
--- 2^33 µs (about 2.4 hours); or nil for any other decision. The integer is
--- negative, unlike every other first value of a reply.
-local function short(allowed, remaining, reset, delay, nxt)
-  if allowed and delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576
-    and reset >= 0 and reset < 8589934592 then
-    return -1 - (remaining * 8589934592 + reset)
-  end
-  return nil
-end
-
--- A lone request with one limit (mode 'e', 9 arguments; see main.lua for
--- them) that is not a sliding_log is decided here. Its reply is the short
--- integer when there is one, else the limit's allowed, remaining, reset,
--- retry, delay, next (its overall is allowed, or 1 for a shadow limit,
--- which the caller knows).
+-- A lone request with one limit that is not a sliding_log is decided here,
+-- in either of two forms (main.lua describes the arguments): mode 'e' with
+-- its 9 arguments, or, for a limit in police mode without max_delay, the
+-- 5 arguments code, now, max, per, cost (mode '1', '2', '3', '5' or '6':
+-- the algorithm's code), as each argument costs Redis a Lua string and a
+-- table slot on every call. Its reply is decide1's short answer when there
+-- is one, else the limit's allowed, remaining, reset, retry, delay, next
+-- (its overall is allowed, or 1 for a shadow limit, which the caller
+-- knows).
 local argv = ARGV
-if argv[1] == 'e' and #argv == 9 and argv[3] ~= '4' then
+local lone, lone_at = nil, 0 -- the algorithm code, and where max is
+if #argv == 5 then
+  lone, lone_at = argv[1], 3
+elseif argv[1] == 'e' and #argv == 9 and argv[3] ~= '4' then
+  lone, lone_at = argv[3], 4
+end
+if lone then
   local now, extra_ms = clock(argv[2])
-  local cost = argv[8]
-  if cost == '1' then
-    cost = 1
-  else
-    cost = tonumber(cost, 16)
+  -- the common values without a parse (0 and 1 are true in Lua)
+  local shape, max_delay, cost = false, 0, argv[5]
+  if lone_at == 4 then
+    shape, cost = argv[6] == '1', argv[8]
+    max_delay = argv[7] == '0' and 0 or tonumber(argv[7], 16)
   end
-  local max_delay = argv[7]
-  if max_delay == '0' then
-    max_delay = 0
-  else
-    max_delay = tonumber(max_delay, 16)
-  end
-  local allowed, remaining, reset, retry, delay, nxt = decide1(argv[3], tonumber(argv[4], 16),
-    tonumber(argv[5], 16), argv[6] == '1', max_delay, cost, KEYS[1], now, extra_ms)
-  local v = short(allowed, remaining, reset, delay, nxt)
-  if v then
-    return v
+  cost = cost == '1' and 1 or tonumber(cost, 16)
+  local allowed, remaining, reset, retry, delay, nxt, short = decide1(lone, tonumber(argv[lone_at], 16),
+    tonumber(argv[lone_at + 1], 16), shape, max_delay, cost, KEYS[1], now, extra_ms)
+  if short then
+    return short
   end
   return {allowed and 1 or 0, remaining, reset, retry, delay, nxt}
 end

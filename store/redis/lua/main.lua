@@ -6,7 +6,8 @@
 --          'b' batch: evaluate several requests in order, each as 'e';
 --          'B' a batch whose keys are all distinct, so that every key's
 --          value is read up front with one MGET (no request can have
---          changed another's key before it is decided)
+--          changed another's key before it is decided); or an algorithm
+--          code: the 5-argument form of a lone request core.lua decides
 -- ARGV[2]  now in Unix µs, or '' to read Redis TIME (production; only tests
 --          pass a time); in mode 'b' every request is decided at this one now
 -- then, in modes 'e', 'v', 'p': 7 ARGV per limit: algorithm code, max
@@ -39,8 +40,8 @@
 -- In mode 'b': now, then per request its overall (1/0) followed by the first
 -- 6 of those per limit (allowed, remaining, reset, retry, delay, next: a batch is
 -- never a Cluster call, so the rest are of no use); or, for a request with
--- one limit, core.lua's short integer when there is one (negative, unlike
--- an overall); or, if
+-- one limit, decide1's short answer when there is one (core.lua: one
+-- negative integer, unlike an overall); or, if
 -- deciding that request raised an error, one error reply in their place
 -- (what that request wrote before the error stays, as it would in mode 'e';
 -- the requests before and after it are decided as usual).
@@ -294,24 +295,19 @@ while ai <= nargv do
   local a, cost, width = ARGV[ai], 1, 1 -- width: the request's ARGV
   local x = by_short[a] -- the one-ARGV form, r<i>
   if not x and a == '1' then
-    x, cost, width = by_ref[ARGV[ai + 1]], ARGV[ai + 2], 3
-    if cost == '1' then
-      cost = 1
-    else
-      cost = tonumber(cost, 16)
-    end
+    x, width = by_ref[ARGV[ai + 1]], 3
+    cost = ARGV[ai + 2] == '1' and 1 or tonumber(ARGV[ai + 2], 16)
   end
   if x and x.code ~= '4' then
     local p = x.p
-    local ok, allowed, remaining, reset, retry, delay, nxt =
+    local ok, allowed, remaining, reset, retry, delay, nxt, short =
       pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms, values[ki])
-    local v = ok and short(allowed, remaining, reset, delay, nxt)
     if not ok then
       o = o + 1
       failed(out, o, allowed)
-    elseif v then
+    elseif short then
       o = o + 1
-      out[o] = v
+      out[o] = short
     else
       out[o + 1] = (allowed or x.shadow) and 1 or 0
       out[o + 2] = allowed and 1 or 0
