@@ -28,11 +28,11 @@
 // a closure, a decimal tonumber (strtod), a string.format or a reply value
 // each costs more than the arithmetic of a step. So a lone request with one
 // limit (not a sliding_log) is decided by the end of core.lua, before the
-// rest of the script defines anything, without tables, and answered with
-// two integers when admitted with nothing held back; a batch decides such
-// requests the same way, reads every key with one MGET when no key repeats
-// in it, and takes them as one argument each. Numeric policy arguments
-// travel in hexadecimal (strtoul). The other algorithm files wrap their
+// rest of the script defines anything, without tables, from five arguments
+// in police mode, and answered with one integer when admitted with nothing
+// held back; a batch decides such requests the same way, reads every key
+// with one MGET when no key repeats in it, and takes them as one argument
+// each. Numeric policy arguments travel in hexadecimal (strtoul). The other algorithm files wrap their
 // functions in one constructor that main.lua calls only for the algorithms
 // the general path uses.
 //
