@@ -7,6 +7,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,8 +18,41 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// modeBatch is main.lua's batch mode (ARGV[1]).
-const modeBatch = "b"
+// main.lua's batch modes (ARGV[1]): modeBatchDistinct for a batch whose
+// keys are all distinct, which the script reads with one MGET up front.
+const (
+	modeBatch         = "b"
+	modeBatchDistinct = "B"
+)
+
+// distinctMax bounds the keys a batch may have to be sent as
+// modeBatchDistinct: the script unpacks KEYS onto the Lua stack for MGET.
+const distinctMax = 256
+
+// distinct reports whether keys are all different, using a table on the
+// stack: it may answer false for distinct keys whose hashes collide in it
+// (a batch of them is then sent as modeBatch, which is as correct), never
+// true for a repeated key.
+func distinct(keys []string) bool {
+	if len(keys) > distinctMax {
+		return false
+	}
+	var seen [2 * distinctMax]uint64 // open addressing; 0 is empty
+	for _, k := range keys {
+		h := maphash.String(distinctSeed, k) | 1
+		i := h % uint64(len(seen))
+		for seen[i] != 0 {
+			if seen[i] == h {
+				return false
+			}
+			i = (i + 1) % uint64(len(seen))
+		}
+		seen[i] = h
+	}
+	return true
+}
+
+var distinctSeed = maphash.MakeSeed()
 
 const (
 	// batchSlots is the number of script calls a Store keeps in flight
@@ -282,11 +316,12 @@ func (s *Store) send(c *conn, bt *batch) {
 	}
 }
 
-// batchArgs returns the KEYS and ARGV of a mode 'b' call for the members
+// batchArgs returns the KEYS and ARGV of a mode 'b' or 'B' call for the members
 // (nkeys keys in all) at now: the distinct policies (5 values each, as
 // found in the members' own mode 'e' arguments), then per member its
 // number of limits and, per limit, its policy's index (negative for a
-// shadow limit) and its cost.
+// shadow limit) and its cost; or, for a member with one limit of cost 1
+// that is not a sliding log, "r" and that index in one value.
 func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 	nlimits := 0
 	for _, m := range live {
@@ -297,9 +332,15 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 	keys = all[:0:nkeys]
 	pol := all[nkeys+3 : nkeys+3 : nkeys+3+5*nlimits]
 	refs := all[nkeys+3+5*nlimits : nkeys+3+5*nlimits]
+	var short []string // "r<index>" by policy index-1, made once per batch
 	for _, m := range live {
 		keys = append(keys, m.cl.keys...)
-		refs = append(refs, strconv.Itoa(m.n))
+		one := m.n == 1
+		if one {
+			refs = append(refs, "") // the count, or the short form below
+		} else {
+			refs = append(refs, strconv.Itoa(m.n))
+		}
 		for a := m.cl.args[2:]; len(a) >= 7; a = a[7:] {
 			idx := 0
 			for i := 0; i < len(pol); i += 5 {
@@ -312,6 +353,23 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 				pol = append(pol, a[:5]...)
 				idx = len(pol) / 5
 			}
+			if one && a[5] == "1" && a[0] != specs[3].code { // cost 1, not a sliding log
+				for len(short) < idx {
+					short = append(short, "")
+				}
+				if short[idx-1] == "" {
+					short[idx-1] = "r" + strconv.Itoa(idx)
+				}
+				ref := short[idx-1]
+				if a[6] == "1" { // shadow
+					ref = "r-" + ref[1:]
+				}
+				refs[len(refs)-1] = ref
+				continue
+			}
+			if one {
+				refs[len(refs)-1] = "1"
+			}
 			if a[6] == "1" { // shadow
 				idx = -idx
 			}
@@ -319,7 +377,11 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 		}
 	}
 	args = all[nkeys : nkeys+3]
-	args[0], args[1], args[2] = modeBatch, now, strconv.Itoa(len(pol)/5)
+	mode := modeBatch
+	if distinct(keys) {
+		mode = modeBatchDistinct
+	}
+	args[0], args[1], args[2] = mode, now, strconv.Itoa(len(pol)/5)
 	args = append(args, pol...)
 	args = append(args, refs...)
 	return keys, args
@@ -330,7 +392,8 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 const batchPerLimit = 6
 
 // decodeBatch sets each member's result from a mode 'b' reply: now, then
-// per member its overall and 6 values per limit, or one error.
+// per member its overall and 6 values per limit, a short reply (a negative
+// integer; see shortReply), or one error.
 func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 	bad := func(err error) error {
 		if err == nil {
@@ -348,13 +411,22 @@ func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 			pos++
 			continue
 		}
-		end := pos + 1 + batchPerLimit*m.n
-		if end > len(vals) {
-			return bad(nil)
-		}
 		overall, err := vals[pos].AsInt64()
 		if err != nil {
 			return bad(err)
+		}
+		if overall < 0 {
+			if m.n != 1 {
+				return bad(fmt.Errorf("short reply %d for %d limits", overall, m.n))
+			}
+			m.one[0] = shortReply(overall)
+			m.overall, m.reps = true, m.one[:]
+			pos++
+			continue
+		}
+		end := pos + 1 + batchPerLimit*m.n
+		if end > len(vals) {
+			return bad(nil)
 		}
 		reps := m.one[:]
 		if m.n > 1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -489,5 +490,73 @@ func TestBatchWaitBounded(t *testing.T) {
 	defer b.mu.Unlock()
 	if b.inflight != b.slots || len(b.queue) != 0 {
 		t.Errorf("after the expedited batches: %d calls in flight, %d batches waiting; want %d (the held slots) and 0", b.inflight, len(b.queue), b.slots)
+	}
+}
+
+// TestDistinct: distinct answers true for keys that are all different and
+// false as soon as one repeats, whatever its position, and for more keys
+// than distinctMax.
+func TestDistinct(t *testing.T) {
+	keys := make([]string, distinctMax)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("sluice:{%022d}:tb", i)
+	}
+	if !distinct(keys) {
+		t.Fatalf("%d different keys: not distinct", len(keys))
+	}
+	for _, at := range []int{1, distinctMax / 2, distinctMax - 1} {
+		rep := slices.Clone(keys)
+		rep[at] = rep[at-1]
+		if distinct(rep) {
+			t.Errorf("key %d repeats key %d: distinct", at, at-1)
+		}
+	}
+	if distinct(append(slices.Clone(keys), "sluice:{x}:tb")) {
+		t.Errorf("%d keys, above distinctMax: distinct", distinctMax+1)
+	}
+	if !distinct(nil) {
+		t.Error("no keys: not distinct")
+	}
+}
+
+// TestBatchArgsForms: batchArgs sends a one-limit request of cost 1 that is
+// not a sliding log as the one ARGV r<index> (r-<index> when shadow), every
+// other request as its count, then index and cost per limit; and chooses
+// mode 'B' exactly when no key repeats.
+func TestBatchArgsForms(t *testing.T) {
+	s := &Store{prefix: "p"}
+	tb := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "tb", Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: 1})
+	sl := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "sl", Algorithm: ratelimit.SlidingLog, Limit: 5, Window: time.Second})
+	mk := func(reqs ...ratelimit.Request) *member {
+		return &member{cl: s.newCall(modeEvaluate, "", reqs, nil), n: len(reqs)}
+	}
+	build := func(ms ...*member) (keys, args []string) {
+		nkeys := 0
+		for _, m := range ms {
+			nkeys += len(m.cl.keys)
+		}
+		return batchArgs(ms, nkeys, "")
+	}
+	keys, args := build(
+		mk(ratelimit.Request{Key: "a", Policy: tb}),
+		mk(ratelimit.Request{Key: "b", Policy: tb, Shadow: true}),
+		mk(ratelimit.Request{Key: "c", Policy: tb, Cost: 3}),
+		mk(ratelimit.Request{Key: "d", Policy: sl}),
+		mk(ratelimit.Request{Key: "e", Policy: tb}, ratelimit.Request{Key: "e", Policy: sl, Shadow: true}),
+	)
+	if len(keys) != 8 {
+		t.Fatalf("%d keys, want 8: %q", len(keys), keys)
+	}
+	if args[0] != modeBatchDistinct || args[2] != "2" {
+		t.Fatalf("mode %q, %s policies; want %q, 2", args[0], args[2], modeBatchDistinct)
+	}
+	refs := args[3+2*5:]
+	want := []string{"r1", "r-1", "1", "1", "3", "1", "2", "1", "2", "1", "1", "-2", "1"}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("per-request arguments (-want +got):\n%s", diff)
+	}
+	_, args = build(mk(ratelimit.Request{Key: "a", Policy: tb}), mk(ratelimit.Request{Key: "a", Policy: tb}))
+	if args[0] != modeBatch {
+		t.Errorf("a repeated key: mode %q, want %q", args[0], modeBatch)
 	}
 }

@@ -5,27 +5,36 @@
 //
 // Every request is decided in one Lua script run; on standalone and
 // Sentinel, concurrent requests may share one (see Micro-batching). The
-// script is assembled from
-// embedded files: lua/prelude.lua (helpers), one file per algorithm
-// (token_bucket.lua, leaky_bucket.lua, fixed_window.lua, sliding_log.lua,
-// sliding_window.lua, gcra.lua), each a line-by-line mirror of the
-// algorithm's Go step function in package ratelimit, and lua/main.lua. The
-// script reads Redis TIME once (so every instance uses Redis' clock, never
-// its own), works in integer microseconds (exact in Lua's doubles, as every
-// value stays below 2^53), decides every limit of the request without
-// writing (phase 1) and, only if every non-shadow limit admits, writes each
-// admitting limit's new state (phase 2). A denied request writes nothing.
-// Tests may pass an explicit time instead of TIME ([Options].Clock), so the
-// same timeline replays identically on the memory store and on Redis.
+// script is assembled from embedded files: lua/core.lua (the scalar step of
+// every algorithm but sliding_log, a line-by-line mirror of its Go step
+// function in package ratelimit/kit, with the state encodings), then
+// lua/prelude.lua (helpers), one file per algorithm (token_bucket.lua,
+// leaky_bucket.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua,
+// gcra.lua: the general path's entries and the refunds; sliding_log.lua
+// holds its own step), and lua/main.lua. The script reads Redis TIME once
+// (so every instance uses Redis' clock, never its own), works in integer
+// microseconds (exact in Lua's doubles, as every value stays below 2^53),
+// decides every limit of the request without writing (phase 1) and, only if
+// every non-shadow limit admits, writes each admitting limit's new state
+// (phase 2). A denied request writes nothing. Tests may pass an explicit
+// time instead of TIME ([Options].Clock), so the same timeline replays
+// identically on the memory store and on Redis.
 //
 // Several limits of one request on the same key (and algorithm) are decided
 // in order against the evolving state, so their costs add up, as in the
 // memory store.
 //
-// Each algorithm file wraps its functions in one constructor that main.lua
-// calls only for the algorithms a request uses: Redis runs a script's whole
-// text on every call, so building every function each time would cost Redis
-// CPU on every call.
+// Redis runs a script's whole text on every call, and in its Lua a table,
+// a closure, a decimal tonumber (strtod), a string.format or a reply value
+// each costs more than the arithmetic of a step. So a lone request with one
+// limit (not a sliding_log) is decided by the end of core.lua, before the
+// rest of the script defines anything, without tables, from five arguments
+// in police mode, and answered with one integer when admitted with nothing
+// held back; a batch decides such requests the same way, reads every key
+// with one MGET when no key repeats in it, and takes them as one argument
+// each. Numeric policy arguments travel in hexadecimal (strtoul). The other algorithm files wrap their
+// functions in one constructor that main.lua calls only for the algorithms
+// the general path uses.
 //
 // It is sent as EVALSHA. On NOSCRIPT (after a restart or SCRIPT FLUSH; the
 // script did not run) it is loaded once with SCRIPT LOAD for all the calls
@@ -49,7 +58,7 @@
 // to no state at all (full bucket, empty window), plus 1ms, so an expired
 // key never hands out budget a live one would not. Token bucket, leaky
 // bucket, fixed window and gcra keys are kept in Redis' integer encoding
-// when they can be (see lua/prelude.lua), which keeps a token bucket or
+// when they can be (see lua/core.lua), which keeps a token bucket or
 // gcra key under 100 bytes (MEMORY USAGE; 88 bytes with the default
 // prefix). A token bucket, leaky bucket or fixed window whose count (tokens
 // left, level, requests in the window) is 920 or more is stored as the
@@ -67,7 +76,7 @@
 // two script calls in flight. An Evaluate that finds a slot free is sent
 // alone, exactly as without batching (a lone caller is never batched, so it
 // gains no latency); one that finds both busy joins the newest waiting
-// batch. A batch goes as one script call (main.lua mode 'b') when a call in
+// batch. A batch goes as one script call (main.lua mode 'b' or 'B') when a call in
 // flight ends, or in a call of its own once it has waited 2 ms (an eighth
 // of the Timeout if that is less), so that slow calls (a slow network) lead
 // to more calls in flight rather than to requests waiting a round trip for

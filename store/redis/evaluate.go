@@ -222,8 +222,9 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			nkeys++
 		}
 		q := kit.ParamsOf(p)
+		// Hexadecimal: the script parses it with strtoul, not strtod.
 		for _, v := range [...]int64{q.Max, per(q), q.MaxDelayMicros, kit.Cost(*r)} {
-			buf = strconv.AppendInt(buf, v, 10)
+			buf = strconv.AppendInt(buf, v, 16)
 			ends = append(ends, len(buf))
 		}
 	}
@@ -267,7 +268,7 @@ func per(q kit.Params) int64 {
 // run executes main.lua once and decodes its reply for n limits into reps
 // (reused when it has room: a caller may pass an array on its stack).
 func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []limitReply) (bool, []limitReply, error) {
-	vals, err := evalScript.Exec(ctx, c.c, cl.keys, cl.args).ToArray()
+	msg, err := evalScript.Exec(ctx, c.c, cl.keys, loneArgs(cl.args)).ToMessage()
 	if err != nil {
 		return false, nil, wrap("run script", err)
 	}
@@ -275,8 +276,24 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 	if cl.idx != nil {
 		n = len(cl.idx)
 	}
-	if len(vals) != replyHeader+replyPerLimit*n {
-		return false, nil, fmt.Errorf("redis store: run script: %w: %d values for %d limits", errBadReply, len(vals), n)
+	if cap(reps) >= n {
+		reps = reps[:n]
+	} else {
+		reps = make([]limitReply, n)
+	}
+	lone := n == 1 && cl.args[0] == modeEvaluate
+	if msg.IsInt64() {
+		// core.lua's short reply to a lone single-limit request: admitted.
+		v, _ := msg.ToInt64()
+		if !lone || v >= 0 {
+			return false, nil, fmt.Errorf("redis store: run script: %w: integer %d for %d limits", errBadReply, v, n)
+		}
+		reps[0] = shortReply(v)
+		return true, reps, nil
+	}
+	vals, err := msg.ToArray()
+	if err != nil {
+		return false, nil, fmt.Errorf("redis store: run script: %w: %w", errBadReply, err)
 	}
 	var bad error
 	at := func(i int) int64 {
@@ -286,23 +303,51 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 		}
 		return x
 	}
-	overall := at(0) == 1
-	if cap(reps) >= n {
-		reps = reps[:n]
-	} else {
-		reps = make([]limitReply, n)
-	}
-	for j := range reps {
-		v := replyHeader + replyPerLimit*j
-		reps[j] = limitReply{
-			allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4), next: at(v + 5),
-			consumed: at(v+6) == 1, extra: at(v + 7), viewRemaining: at(v + 8), viewReset: at(v + 9),
+	var overall bool
+	switch {
+	case len(vals) == replyHeader+replyPerLimit*n:
+		overall = at(0) == 1
+		for j := range reps {
+			v := replyHeader + replyPerLimit*j
+			reps[j] = limitReply{
+				allowed: at(v) == 1, remaining: at(v + 1), reset: at(v + 2), retry: at(v + 3), delay: at(v + 4), next: at(v + 5),
+				consumed: at(v+6) == 1, extra: at(v + 7), viewRemaining: at(v + 8), viewReset: at(v + 9),
+			}
 		}
+	case lone && len(vals) == lonePerLimit:
+		// core.lua's long reply to a lone single-limit request; its overall
+		// is the limit's allowed, or true for a shadow limit (args[8]).
+		reps[0] = limitReply{allowed: at(0) == 1, remaining: at(1), reset: at(2), retry: at(3), delay: at(4), next: at(5)}
+		overall = reps[0].allowed || cl.args[2+6] == "1"
+	default:
+		return false, nil, fmt.Errorf("redis store: run script: %w: %d values for %d limits", errBadReply, len(vals), n)
 	}
 	if bad != nil {
 		return false, nil, fmt.Errorf("redis store: run script: %w: %w", errBadReply, bad)
 	}
 	return overall, reps, nil
+}
+
+// loneArgs returns the arguments to send for args: the 5-argument form of
+// core.lua (code, now, max, per, cost) for a mode 'e' request with one
+// limit in police mode without max_delay that is not a sliding log (its
+// shadow flag only matters to the caller, see run), else args itself.
+func loneArgs(args []string) []string {
+	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[5] != "0" || args[6] != "0" {
+		return args
+	}
+	return []string{args[2], args[1], args[3], args[4], args[7]}
+}
+
+// lonePerLimit is the length of core.lua's long reply to a lone
+// single-limit request: allowed, remaining, reset, retry, delay, next.
+const lonePerLimit = 6
+
+// shortReply decodes core.lua's short reply, a negative integer v: an
+// admission with nothing held back, v = -1 - (remaining·2^33 + reset).
+func shortReply(v int64) limitReply {
+	p := -1 - v
+	return limitReply{allowed: true, remaining: p >> 33, reset: p & (1<<33 - 1)}
 }
 
 // result is the outcome of one call in runAll.

@@ -12,9 +12,10 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The scripts are assembled once from the embedded files: the shared
-// prelude, one file per algorithm (each mirroring its Go step function),
-// then the entry point.
+// The scripts are assembled once from the embedded files: core.lua (the
+// scalar steps, each mirroring its Go step function, and the lone
+// single-limit request), the shared prelude, one file per algorithm, then
+// the entry point.
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -25,10 +26,10 @@ var algorithmFiles = []string{
 	"sliding_log.lua", "sliding_window.lua", "gcra.lua",
 }
 
-// assemble joins the prelude, every algorithm file and main.
+// assemble joins core, the prelude, every algorithm file and main.
 func assemble(main string) string {
 	var b strings.Builder
-	for _, name := range append(append([]string{"prelude.lua"}, algorithmFiles...), main) {
+	for _, name := range append(append([]string{"core.lua", "prelude.lua"}, algorithmFiles...), main) {
 		src, err := luaFiles.ReadFile("lua/" + name)
 		if err != nil {
 			panic("redis store: embedded script missing: " + name)

@@ -3,7 +3,11 @@
 --
 -- ARGV[1]  mode: 'e' evaluate, 'v' evaluate and also report each admitting
 --          limit's unchanged view (Cluster, several slots), 'p' peek,
---          'b' batch: evaluate several requests in order, each as 'e'
+--          'b' batch: evaluate several requests in order, each as 'e';
+--          'B' a batch whose keys are all distinct, so that every key's
+--          value is read up front with one MGET (no request can have
+--          changed another's key before it is decided); or an algorithm
+--          code: the 5-argument form of a lone request core.lua decides
 -- ARGV[2]  now in Unix µs, or '' to read Redis TIME (production; only tests
 --          pass a time); in mode 'b' every request is decided at this one now
 -- then, in modes 'e', 'v', 'p': 7 ARGV per limit: algorithm code, max
@@ -13,7 +17,12 @@
 --          policy (algorithm code, max, per, shape, max_delay as above),
 --          then per request: its number of limits n, then 2 ARGV per limit:
 --          its policy's index i among the S (1-based; -i for a shadow
---          limit) and its cost
+--          limit) and its cost; or, for a request with one limit of cost 1
+--          whose algorithm is not sliding_log, the one ARGV 'r' followed by
+--          that index (r1, r-1)
+--          max, per, max_delay and cost are in hexadecimal (tonumber(x, 16)
+--          is strtoul, far cheaper than the strtod a decimal takes); the
+--          time, the counts and the indices are decimal.
 -- KEYS     each limit's keys in order (2 for sliding_log, else 1); in mode
 --          'b' every request's keys, request after request
 --
@@ -25,13 +34,17 @@
 --
 -- Returns, in modes 'e', 'v', 'p', integers: overall (1/0), now, then 10 per
 -- limit: allowed, remaining, reset, retry, delay, next, consumed (1/0), extra
--- (window index or log seq, for a refund), view remaining, view reset.
+-- (window index or log seq, for a refund), view remaining, view reset;
+-- except that core.lua decides a lone single-limit request of mode 'e'
+-- (not a sliding_log) with a shorter reply of its own.
 -- In mode 'b': now, then per request its overall (1/0) followed by the first
 -- 6 of those per limit (allowed, remaining, reset, retry, delay, next: a batch is
--- never a Cluster call, so the rest are of no use); or, if deciding that
--- request raised an error, one error reply in their place (what that
--- request wrote before the error stays, as it would in mode 'e'; the
--- requests before and after it are decided as usual).
+-- never a Cluster call, so the rest are of no use); or, for a request with
+-- one limit, decide1's short answer when there is one (core.lua: one
+-- negative integer, unlike an overall); or, if
+-- deciding that request raised an error, one error reply in their place
+-- (what that request wrote before the error stays, as it would in mode 'e';
+-- the requests before and after it are decided as usual).
 
 -- algorithm returns the entry of an algorithm code, building it on first use.
 local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra}
@@ -46,19 +59,7 @@ local function algorithm(code)
 end
 
 local mode = ARGV[1]
-local now
--- extra_ttl_ms: with an explicit time (tests), Redis' own clock keeps
--- running while the test's clock may stand still, so keys are kept an hour
--- longer than their reset; an expired state and a kept one answer alike
--- once the test clock passes the reset.
-local extra_ttl_ms = 0
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
-  extra_ttl_ms = 3600000
-end
+local now, extra_ttl_ms = clock(ARGV[2])
 
 -- step mirrors kit.StepAt: the algorithm's step, then
 -- d.next, with nothing left (remaining 0) the retry of a request of cost 1
@@ -91,30 +92,30 @@ local function ttl_ms(d)
   return math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms
 end
 
--- policies holds mode 'b''s policies: {alg, p} by index.
+-- policies holds mode 'b''s policies by index: {code, p}.
 local policies = {}
 
 -- limit_at returns the algorithm, policy parameters, cost and shadow flag
 -- of the limit whose arguments start at ARGV[a]: 7 arguments in modes 'e',
 -- 'v', 'p', 2 in mode 'b'.
 local function limit_at(a)
-  if mode == 'b' then
+  if mode == 'b' or mode == 'B' then
     local ref = tonumber(ARGV[a])
     local x = policies[math.abs(ref)]
-    return x.alg, x.p, tonumber(ARGV[a + 1]), ref < 0
+    return algorithm(tonumber(x.code)), x.p, tonumber(ARGV[a + 1], 16), ref < 0
   end
   local p = {
-    max = tonumber(ARGV[a + 1]),
-    per = tonumber(ARGV[a + 2]),
+    max = tonumber(ARGV[a + 1], 16),
+    per = tonumber(ARGV[a + 2], 16),
     shape = ARGV[a + 3] == '1',
-    max_delay = tonumber(ARGV[a + 4]),
+    max_delay = tonumber(ARGV[a + 4], 16),
   }
-  return algorithm(tonumber(ARGV[a])), p, tonumber(ARGV[a + 5]), ARGV[a + 6] == '1'
+  return algorithm(tonumber(ARGV[a])), p, tonumber(ARGV[a + 5], 16), ARGV[a + 6] == '1'
 end
 
 -- stride is the number of ARGV per limit.
 local stride = 7
-if mode == 'b' then
+if mode == 'b' or mode == 'B' then
   stride = 2
 end
 
@@ -227,49 +228,114 @@ local function decide(m, ai, ki, n, w, out)
   return overall and 1 or 0, ki
 end
 
-if mode ~= 'b' then
+if mode ~= 'b' and mode ~= 'B' then
   local out = {0, now}
   out[1] = decide(mode, 3, 1, (#ARGV - 2) / 7, 10, out)
   return out
 end
 
 -- batch: the policies, then one request after another; an error in one
--- request is its own.
+-- request is its own. A request with one limit (not a sliding_log) is
+-- decided by core.lua's decide1 without the tables decide builds; by_ref
+-- finds its policy by the reference string itself, by_short by the
+-- one-ARGV form.
 local ai = 4 + 5 * tonumber(ARGV[3])
+local by_ref, by_short = {}, {}
 for a = 4, ai - 1, 5 do
-  policies[#policies + 1] = {
-    alg = algorithm(tonumber(ARGV[a])),
+  local x = {
+    code = ARGV[a],
     p = {
-      max = tonumber(ARGV[a + 1]),
-      per = tonumber(ARGV[a + 2]),
+      max = tonumber(ARGV[a + 1], 16),
+      per = tonumber(ARGV[a + 2], 16),
       shape = ARGV[a + 3] == '1',
-      max_delay = tonumber(ARGV[a + 4]),
+      max_delay = tonumber(ARGV[a + 4], 16),
     },
   }
+  local i = #policies + 1
+  policies[i] = x
+  local shadow = {code = x.code, p = x.p, shadow = true}
+  by_ref[tostring(i)] = x
+  by_ref[tostring(-i)] = shadow
+  if x.code ~= '4' then
+    by_short['r' .. i] = x
+    by_short['r-' .. i] = shadow
+  end
+end
+
+-- nkeys returns the number of keys of a limit whose policy is x.
+local function nkeys(x)
+  if x.code == '4' then
+    return 2
+  end
+  return 1
+end
+
+-- failed puts the error err of the request whose values start at out[at]
+-- there, dropping whatever the request appended after it.
+local function failed(out, at, err)
+  for i = #out, at + 1, -1 do
+    out[i] = nil
+  end
+  if type(err) == 'table' then
+    err = err.err
+  end
+  out[at] = {err = tostring(err)}
+end
+
+-- values: in mode 'B' every key's value (false for none), by key index.
+local values = {}
+if mode == 'B' then
+  values = redis.call('MGET', unpack(KEYS))
 end
 local out = {now}
+local o = 1 -- #out
 local ki = 1
 local nargv = #ARGV
 while ai <= nargv do
-  local n = tonumber(ARGV[ai])
-  local at = #out + 1
-  out[at] = 0
-  local ok, res, next_ki = pcall(decide, 'e', ai + 1, ki, n, 6, out)
-  if ok then
-    out[at] = res
-    ki = next_ki
-  else
-    for i = #out, at + 1, -1 do
-      out[i] = nil
-    end
-    if type(res) == 'table' then
-      res = res.err
-    end
-    out[at] = {err = tostring(res)}
-    for li = 0, n - 1 do
-      ki = ki + policies[math.abs(tonumber(ARGV[ai + 1 + 2 * li]))].alg.nkeys
-    end
+  local a, cost, width = ARGV[ai], 1, 1 -- width: the request's ARGV
+  local x = by_short[a] -- the one-ARGV form, r<i>
+  if not x and a == '1' then
+    x, width = by_ref[ARGV[ai + 1]], 3
+    cost = ARGV[ai + 2] == '1' and 1 or tonumber(ARGV[ai + 2], 16)
   end
-  ai = ai + 1 + 2 * n
+  if x and x.code ~= '4' then
+    local p = x.p
+    local ok, allowed, remaining, reset, retry, delay, nxt, short =
+      pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms, values[ki])
+    if not ok then
+      o = o + 1
+      failed(out, o, allowed)
+    elseif short then
+      o = o + 1
+      out[o] = short
+    else
+      out[o + 1] = (allowed or x.shadow) and 1 or 0
+      out[o + 2] = allowed and 1 or 0
+      out[o + 3] = remaining
+      out[o + 4] = reset
+      out[o + 5] = retry
+      out[o + 6] = delay
+      out[o + 7] = nxt
+      o = o + 7
+    end
+    ki = ki + 1
+    ai = ai + width
+  else
+    local n = tonumber(ARGV[ai])
+    local at = o + 1
+    out[at] = 0
+    local ok, res, next_ki = pcall(decide, 'e', ai + 1, ki, n, 6, out)
+    if ok then
+      out[at] = res
+      ki = next_ki
+    else
+      failed(out, at, res)
+      for li = 0, n - 1 do
+        ki = ki + nkeys(policies[math.abs(tonumber(ARGV[ai + 1 + 2 * li]))])
+      end
+    end
+    o = #out
+    ai = ai + 1 + 2 * n
+  end
 end
 return out

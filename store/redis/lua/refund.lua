@@ -11,13 +11,7 @@
 
 local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra}
 
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = clock(ARGV[1])
 
 local ki = 1
 for ai = 2, #ARGV, 5 do

@@ -23,13 +23,8 @@ local function sliding_log()
   end
 
   local function load_sliding_log(keys)
-    local s = {set = false, key = keys[1], total = 0, seq = 0}
-    local v = redis.call('GET', keys[2])
-    if v then
-      s.set = true
-      s.total, s.seq = unpack2(v)
-    end
-    return s
+    local set, total, _, seq = load1('1', keys[2]) -- a pair, as a token bucket's
+    return {set = set, key = keys[1], total = total, seq = seq}
   end
 
   -- newest returns the time of the newest entry: the last one admitted
@@ -119,7 +114,7 @@ local function sliding_log()
       redis.call('ZADD', keys[1], int(e.at), int(e.seq) .. ':' .. int(e.cost))
     end
     redis.call('PEXPIRE', keys[1], ttl_ms)
-    redis.call('SET', keys[2], pack2(s.total, s.seq), 'PX', ttl_ms)
+    save1('1', keys[2], s.total, 0, s.seq, ttl_ms)
   end
 
   -- sliding_log_refund removes the entry a committed request added (its seq
@@ -134,7 +129,7 @@ local function sliding_log()
     end
     local s = load_sliding_log(keys)
     if s.set then
-      redis.call('SET', keys[2], pack2(math.max(0, s.total - n), s.seq), 'KEEPTTL')
+      save1('1', keys[2], math.max(0, s.total - n), 0, s.seq)
     end
   end
 
