@@ -50,8 +50,8 @@ func (g *Gateway) beginAccess(r *http.Request) (*http.Request, *accessEntry) {
 }
 
 // observeAccess records the middleware's event in the request's entry.
-func (g *Gateway) observeAccess(r *http.Request, ev *httplimit.Event) {
-	e := accessEntryOf(r.Context())
+func (g *Gateway) observeAccess(ctx context.Context, ev *httplimit.Event) {
+	e := accessEntryOf(ctx)
 	if e == nil {
 		return
 	}

@@ -235,13 +235,13 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 
 // observe counts each limit's verdict once (docs/semantics.md §6.5), feeds
 // the dashboard's statistics and fills in the access log entry.
-func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
+func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
 	g.stats.Record(g.clock.Now(), ev)
-	g.observeAccess(r, ev)
+	g.observeAccess(r.Context(), ev)
 }
 
 // fellBack returns the hook that counts route's decisions made without
@@ -269,8 +269,8 @@ func (g *Gateway) override(_ context.Context, route string, key []string) *ratel
 // The store (store/fallback around any primary) has applied on_error and
 // counted it already: an error reaching here is a denial (deny mode, or
 // local mode with no store more local) or not a store failure.
-func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.Request, error) bool {
-	return func(w http.ResponseWriter, r *http.Request, err error) bool {
+func (g *Gateway) onStoreError(routeID string) func(httplimit.Request, error) *httplimit.Problem {
+	return func(_ httplimit.Request, err error) *httplimit.Problem {
 		if errors.Is(err, fallback.ErrUnavailable) {
 			// The store's failure was logged where it was seen (a Redis
 			// breaker's opening once, an in-process store's each time); a
@@ -280,11 +280,12 @@ func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.R
 		} else {
 			g.log.Warn("store failed", "route", routeID, "on_error", g.cfg.Store.OnError, "error", err)
 		}
-		w.Header().Set("Retry-After", "1")
-		httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
-		return false
+		return storeUnavailable
 	}
 }
+
+// storeUnavailable answers a request whose limits the store could not decide.
+var storeUnavailable = &httplimit.Problem{Status: http.StatusServiceUnavailable, Detail: "The rate-limit store is unavailable.", RetryAfter: 1}
 
 // ServeHTTP routes r to the first route whose match holds, or answers 404.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {

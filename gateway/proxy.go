@@ -293,10 +293,11 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 // removed it from the outbound request before Rewrite).
 func setClientAddress(pr *httputil.ProxyRequest, ip *httplimit.IPResolver) {
 	pr.Out.Header.Del("X-Real-IP")
-	if a, ok := ip.ClientIP(pr.In); ok {
+	in := httplimit.HTTPRequest(pr.In)
+	if a, ok := ip.ClientIP(in); ok {
 		pr.Out.Header.Set("X-Real-IP", a.String())
 	}
-	if fwd := pr.In.Header["Forwarded"]; len(fwd) > 0 && ip.PeerTrusted(pr.In) {
+	if fwd := pr.In.Header["Forwarded"]; len(fwd) > 0 && ip.PeerTrusted(in) {
 		pr.Out.Header["Forwarded"] = fwd
 	}
 }
