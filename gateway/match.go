@@ -54,8 +54,8 @@ func newMatcher(mc config.Match) *matcher {
 // match reports whether r, seen as in, satisfies every condition. A path
 // that in refuses matches no route, and one with an encoded slash only a
 // route that allows them.
-func (m *matcher) match(r *http.Request, in *inbound) bool {
-	if m.methods != nil && !m.methods[r.Method] {
+func (m *matcher) match(r httplimit.Request, in *inbound) bool {
+	if m.methods != nil && !m.methods[r.Method()] {
 		return false
 	}
 	for _, h := range m.hosts {
@@ -64,7 +64,7 @@ func (m *matcher) match(r *http.Request, in *inbound) bool {
 		}
 	}
 	for k, v := range m.headers {
-		if r.Header.Get(k) != v {
+		if r.Header(k) != v {
 			return false
 		}
 	}
@@ -88,7 +88,8 @@ type inbound struct {
 	refused string
 }
 
-// newInbound reads r's host and path. The path rules are in
+// newInbound reads a request's host and path, escaped as received and
+// decoded. The path rules are in
 // docs/operations.md ("Path rules"): no route takes a path with a "." or
 // ".." segment, an empty segment other than a trailing one, or a ";".
 // Each is checked on the path fully decoded, with "/" and "\" both taken as
@@ -97,9 +98,8 @@ type inbound struct {
 // "..", another merges "//" (nginx, Spring, Tomcat), a third drops
 // ";params" (Tomcat, Jetty) or takes %2F or "\" for "/". Any of these would
 // serve a path that another route, and its limits, was meant to take.
-func newInbound(r *http.Request) inbound {
-	in := inbound{host: httplimit.NormalizeHost(r.Host)}
-	escaped := r.URL.EscapedPath()
+func newInbound(host, escaped, path string) inbound {
+	in := inbound{host: httplimit.NormalizeHost(host)}
 	in.encodedSlash = hasEncodedSlash(escaped)
 	if in.encodedSlash {
 		in.segments = splitPath(escaped)
@@ -109,15 +109,15 @@ func newInbound(r *http.Request) inbound {
 			}
 		}
 	} else {
-		in.segments = splitPath(r.URL.Path)
+		in.segments = splitPath(path)
 	}
 	switch {
 	case strings.IndexByte(escaped, ';') >= 0:
 		in.refused = `a ";"`
-	case hasControl(r.URL.Path):
+	case hasControl(path):
 		in.refused = "a control character"
 	default:
-		in.refused = oddSegment(r.URL.Path)
+		in.refused = oddSegment(path)
 	}
 	return in
 }
