@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,8 +101,8 @@ func (ps *publicServer) cutOff() int {
 
 // engineError answers a request the engine could not read, in the
 // problem+json of docs/semantics.md §5.3: 431 for a header block larger than
-// its buffer, 408 for a request that did not arrive in time, 400 for
-// anything malformed. The connection is closed after the answer.
+// its buffer, 408 for a request that did not arrive in time, 501 for a
+// transfer coding other than one chunked, 400 for anything malformed. The connection is closed after the answer.
 func engineError(ctx *fasthttp.RequestCtx, err error, bound int) {
 	ctx.SetConnectionClose()
 	var small *fasthttp.ErrSmallBuffer
@@ -111,6 +112,8 @@ func engineError(ctx *fasthttp.RequestCtx, err error, bound int) {
 		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, headerTooLarge(bound))
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 		writeProblem(ctx, http.StatusRequestTimeout, "The request did not arrive in time.")
+	case errors.Is(err, fasthttp.ErrUnsupportedTransferEncoding) || unsupportedCoding(err):
+		writeProblem(ctx, http.StatusNotImplemented, "Only a single chunked transfer coding is supported.")
 	default:
 		writeProblem(ctx, http.StatusBadRequest, "The request is malformed.")
 	}
@@ -163,4 +166,11 @@ func (c *lingerConn) Close() error {
 		}()
 	})
 	return nil
+}
+
+// unsupportedCoding reports whether the engine refused a request for its
+// Transfer-Encoding: several of them, or one it does not know.
+func unsupportedCoding(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "too many transfer-encoding headers") || strings.Contains(msg, "unsupported transfer-encoding")
 }
