@@ -34,6 +34,9 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 	x := exchanges.Get().(*exchange)
 	x.req = publicRequest{ctx: ctx, xff: x.req.xff[:0]}
 	r := &x.req
+	if rt := g.cfg.Server.ReadTimeout; rt > 0 {
+		r.readDeadline = ctx.Time().Add(rt)
+	}
 	if sampled(&g.cfg.Server.AccessLog) {
 		r.entry = newAccessEntry()
 	}

@@ -27,6 +27,9 @@ type publicRequest struct {
 	// entry is the access log record, nil when the request is not sampled.
 	entry *accessEntry
 	xff   []string
+	// readDeadline is the read deadline the handler set on the connection
+	// (read_timeout from the request's start), zero for none.
+	readDeadline time.Time
 	// status, when not 0, is the status recorded instead of the response's
 	// (499: the client went away).
 	status int

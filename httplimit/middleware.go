@@ -329,7 +329,7 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 		return
 	}
 	sc.ev.Delay = delay
-	if delay > 0 && !hold(r.Context(), delay) {
+	if delay > 0 && !hold(r, delay) {
 		sc.ev.Outcome = OutcomeAbandoned
 		m.emit(r, &sc.ev)
 		return
@@ -421,16 +421,33 @@ func (m *Middleware) emit(r Request, ev *Event) {
 	}
 }
 
+// ClientWatcher is implemented by a Request whose context does not end when
+// the client goes away (an engine that does not watch its connections while
+// a handler runs). A shape-mode hold then also ends when the channel
+// WatchClient returns is closed; stop ends the watch and is called once the
+// hold is over.
+type ClientWatcher interface {
+	WatchClient() (gone <-chan struct{}, stop func())
+}
+
 // hold waits d, as shape mode requires before forwarding, and reports
-// whether the wait completed; false means ctx ended first (the client went
-// away).
-func hold(ctx context.Context, d time.Duration) bool {
+// whether the wait completed; false means the client went away first: r's
+// context ended, or its ClientWatcher saw the client leave.
+func hold(r Request, d time.Duration) bool {
+	var gone <-chan struct{}
+	if w, ok := r.(ClientWatcher); ok {
+		var stop func()
+		gone, stop = w.WatchClient()
+		defer stop()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-ctx.Done():
+	case <-r.Context().Done():
+		return false
+	case <-gone:
 		return false
 	}
 }
