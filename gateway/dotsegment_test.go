@@ -50,6 +50,6 @@ func mustUnescape(t *testing.T, p string) string {
 
 // matches runs m on r as Gateway.serve does.
 func matches(m *matcher, r *http.Request) bool {
-	in := newInbound(r.Host, r.URL.EscapedPath(), r.URL.Path)
+	in := newInbound(r.Host, r.URL.EscapedPath(), r.URL.Path, nil)
 	return m.match(httplimit.HTTPRequest(r), &in)
 }

@@ -89,7 +89,7 @@ type inbound struct {
 }
 
 // newInbound reads a request's host and path, escaped as received and
-// decoded. The path rules are in
+// decoded; the path's segments are appended to segs. The path rules are in
 // docs/operations.md ("Path rules"): no route takes a path with a "." or
 // ".." segment, an empty segment other than a trailing one, or a ";".
 // Each is checked on the path fully decoded, with "/" and "\" both taken as
@@ -98,18 +98,18 @@ type inbound struct {
 // "..", another merges "//" (nginx, Spring, Tomcat), a third drops
 // ";params" (Tomcat, Jetty) or takes %2F or "\" for "/". Any of these would
 // serve a path that another route, and its limits, was meant to take.
-func newInbound(host, escaped, path string) inbound {
+func newInbound(host, escaped, path string, segs []string) inbound {
 	in := inbound{host: httplimit.NormalizeHost(host)}
 	in.encodedSlash = hasEncodedSlash(escaped)
 	if in.encodedSlash {
-		in.segments = splitPath(escaped)
+		in.segments = appendSegments(segs, escaped)
 		for i, s := range in.segments {
 			if d, err := url.PathUnescape(s); err == nil {
 				in.segments[i] = d
 			}
 		}
 	} else {
-		in.segments = splitPath(path)
+		in.segments = appendSegments(segs, path)
 	}
 	switch {
 	case strings.IndexByte(escaped, ';') >= 0:
@@ -178,7 +178,20 @@ func oddSegment(decoded string) string {
 
 // splitPath splits "/a/b/" into ["a", "b", ""]; "/" and "" give [""].
 func splitPath(p string) []string {
-	return strings.Split(strings.TrimPrefix(p, "/"), "/")
+	return appendSegments(nil, p)
+}
+
+// appendSegments appends the segments of p, as splitPath splits it, to dst.
+func appendSegments(dst []string, p string) []string {
+	p = strings.TrimPrefix(p, "/")
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return append(dst, p)
+		}
+		dst = append(dst, p[:i])
+		p = p[i+1:]
+	}
 }
 
 // matchSegments matches path segments against a pattern where "*" is exactly

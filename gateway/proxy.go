@@ -149,7 +149,7 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	// The client's X-Forwarded-Host and -Proto are replaced; its
 	// X-Forwarded-For gets the peer appended (even when Connection named it).
 	prior := in.PeekAll("X-Forwarded-For")
-	var xff []byte
+	xff := r.buf[:0]
 	for i, v := range prior {
 		if i > 0 {
 			xff = append(xff, ", "...)
@@ -166,6 +166,7 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	if len(xff) > 0 {
 		oh.SetBytesV("X-Forwarded-For", xff)
 	}
+	r.buf = xff
 	oh.Set("X-Forwarded-Host", r.host)
 	if ctx.IsTLS() {
 		oh.Set("X-Forwarded-Proto", "https")

@@ -12,8 +12,9 @@ import (
 
 // exchange is one request's working memory on the public listener, pooled.
 type exchange struct {
-	req publicRequest
-	res httplimit.Result
+	req      publicRequest
+	res      httplimit.Result
+	segments []string // the path's segments, for matching
 }
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
@@ -32,7 +33,7 @@ func (r *publicRequest) answered() int {
 // view (routes, keys, limits) reads it as an httplimit.Request.
 func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 	x := exchanges.Get().(*exchange)
-	x.req = publicRequest{ctx: ctx, xff: x.req.xff[:0]}
+	x.req = publicRequest{ctx: ctx, xff: x.req.xff[:0], buf: x.req.buf[:0]}
 	r := &x.req
 	if rt := g.cfg.Server.ReadTimeout; rt > 0 {
 		r.readDeadline = ctx.Time().Add(rt)
@@ -46,7 +47,8 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 	if r.entry != nil {
 		g.logAccess(r.Context(), r.method, r.entry, route, status)
 	}
-	x.req = publicRequest{xff: x.req.xff[:0]}
+	x.req = publicRequest{xff: x.req.xff[:0], buf: x.req.buf[:0]}
+	clear(x.segments)
 	x.res.Body = nil
 	exchanges.Put(x)
 }
@@ -55,7 +57,7 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 	r := &x.req
 	h := &ctx.Request.Header
-	r.method = string(h.Method())
+	r.method = methodString(h.Method())
 	if n := headerBytes(h); n > g.maxHeaderBytes {
 		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, headerTooLarge(g.maxHeaderBytes))
 		return ""
@@ -65,9 +67,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 		writeProblem(ctx, status, detail)
 		return ""
 	}
-	r.host = string(h.Host())
-	r.remote = remoteString(ctx.RemoteAddr())
-	if err := r.parseTarget(h.RequestURI()); err != nil {
+	if err := r.parseTarget(h.Host(), h.RequestURI(), ctx.RemoteAddr()); err != nil {
 		writeProblem(ctx, http.StatusBadRequest, "The request target cannot be parsed.")
 		return ""
 	}
@@ -75,7 +75,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 		writeProblem(ctx, http.StatusBadRequest, "The query string cannot be parsed: "+err.Error()+".")
 		return ""
 	}
-	in := newInbound(r.host, r.escaped, r.path)
+	in := newInbound(r.host, r.escaped, r.path, x.segments[:0])
+	x.segments = in.segments
 	for _, rt := range g.routes {
 		if rt.match.match(r, &in) {
 			rt.serve(ctx, r, &x.res)
@@ -130,4 +131,26 @@ func writeProblemBody(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	}
 	w.SetStatusCode(status)
 	w.SetBody(body)
+}
+
+// methodString returns the request method as a string, without an
+// allocation for the common ones.
+func methodString(m []byte) string {
+	switch string(m) { // no allocation: the compiler compares the bytes
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "HEAD":
+		return "HEAD"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "PATCH":
+		return "PATCH"
+	case "OPTIONS":
+		return "OPTIONS"
+	}
+	return string(m)
 }

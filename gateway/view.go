@@ -27,6 +27,7 @@ type publicRequest struct {
 	// entry is the access log record, nil when the request is not sampled.
 	entry *accessEntry
 	xff   []string
+	buf   []byte // scratch for the proxy's X-Forwarded-For
 	// readDeadline is the read deadline the handler set on the connection
 	// (read_timeout from the request's start), zero for none.
 	readDeadline time.Time
@@ -74,14 +75,22 @@ func (r *publicRequest) HeaderValues(name string) []string {
 // errTarget is a request-target that does not parse.
 var errTarget = errors.New("malformed request target")
 
-// parseTarget fills in r's target, escaped path, decoded path and query
-// from the raw request-target, as url.ParseRequestURI reads it; an
-// absolute-form target's host becomes r's host. A target made only of
-// bytes that need no escaping and are no escape is split directly; any
-// other goes through url.ParseRequestURI, so both give the same path.
-func (r *publicRequest) parseTarget(raw []byte) error {
+// parseTarget fills in r's host from the Host header and r's target,
+// escaped path, decoded path and query from the raw request-target, as
+// url.ParseRequestURI reads it; an absolute-form target's host becomes r's
+// host. A target made only of bytes that need no escaping and are no escape
+// is split directly; any other goes through url.ParseRequestURI, so both
+// give the same path. r's remote address is set from peer; host, target
+// and remote address share one allocation.
+func (r *publicRequest) parseTarget(host, raw []byte, peer net.Addr) error {
+	r.buf = append(append(r.buf[:0], host...), raw...)
+	r.buf = appendAddr(r.buf, peer)
+	all := string(r.buf)
+	r.host = all[:len(host)]
+	raw0 := all[len(host) : len(host)+len(raw)]
+	r.remote = all[len(host)+len(raw):]
 	if plainTarget(raw) {
-		r.target = string(raw)
+		r.target = raw0
 		r.escaped, r.query = r.target, ""
 		for i := 0; i < len(r.target); i++ {
 			if r.target[i] == '?' {
@@ -92,7 +101,7 @@ func (r *publicRequest) parseTarget(raw []byte) error {
 		r.path = r.escaped
 		return nil
 	}
-	r.target = string(raw)
+	r.target = raw0
 	u, err := url.ParseRequestURI(r.target)
 	if err != nil {
 		return errTarget
@@ -127,12 +136,15 @@ func plainTarget(raw []byte) bool {
 	return true
 }
 
-// remoteString returns a as net/http's Request.RemoteAddr gives it.
-func remoteString(a net.Addr) string {
-	if a == nil {
-		return ""
+// appendAddr appends a as net/http's Request.RemoteAddr gives it.
+func appendAddr(b []byte, a net.Addr) []byte {
+	switch a := a.(type) {
+	case nil:
+		return b
+	case *net.TCPAddr:
+		return a.AddrPort().AppendTo(b)
 	}
-	return a.String()
+	return append(b, a.String()...)
 }
 
 // requestContext is a public request's context: the access log entry
