@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -454,7 +455,14 @@ func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, resp *fasthttp.Response,
 	}
 	size := resp.Header.ContentLength()
 	if size < 0 {
+		if !ctx.Request.Header.IsHTTP11() {
+			answerHTTP10(ctx, ub)
+			return
+		}
 		size = -1
+		// A body of unknown length may be an event stream: the client gets
+		// the headers at once, not with the first chunk.
+		w.ImmediateHeaderFlush = true
 	}
 	w.SetBodyStream(ub, size)
 }
@@ -472,6 +480,29 @@ func (h *proxyHandler) answerBody(ctx *fasthttp.RequestCtx, resp *fasthttp.Respo
 	if cl := resp.Header.ContentLength(); cl >= 0 && ctx.IsHead() {
 		ctx.Response.Header.SetContentLength(cl)
 	}
+}
+
+// answerHTTP10 streams a body of unknown length to an HTTP/1.0 client,
+// which cannot read chunked coding: the connection is taken from the engine,
+// and the body goes as it comes, ended by closing the connection.
+func answerHTTP10(ctx *fasthttp.RequestCtx, ub *upstreamBody) {
+	w := &ctx.Response
+	head := fmt.Appendf(nil, "HTTP/1.0 %d %s\r\n", w.StatusCode(), http.StatusText(w.StatusCode()))
+	for k, v := range w.Header.All() {
+		if bytes.EqualFold(k, []byte("Content-Length")) || bytes.EqualFold(k, []byte("Transfer-Encoding")) || bytes.EqualFold(k, []byte("Connection")) {
+			continue
+		}
+		head = append(append(append(append(head, k...), ": "...), v...), "\r\n"...)
+	}
+	head = append(head, "Connection: close\r\n\r\n"...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer ub.Close()
+		if _, err := c.Write(head); err != nil {
+			return
+		}
+		io.Copy(c, ub) //nolint:errcheck // the client may be gone; the connection closes either way
+	})
 }
 
 // copyResponseHeader copies the upstream's status and headers to the
