@@ -51,15 +51,14 @@ func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logg
 		// Every body is streamed: the handler is called once the headers
 		// (and at most one byte of the body) are in, and the proxy copies
 		// the body to the upstream as it arrives.
-		StreamRequestBody:             true,
-		MaxRequestBodySize:            1,
-		DisablePreParseMultipartForm:  true,
-		DisableHeaderNamesNormalizing: true,
-		NoDefaultServerHeader:         true,
-		NoDefaultContentType:          true,
-		CloseOnShutdown:               true,
-		Logger:                        slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		ConnState:                     ps.track,
+		StreamRequestBody:            true,
+		MaxRequestBodySize:           1,
+		DisablePreParseMultipartForm: true,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnState:                    ps.track,
 	}
 	return ps
 }

@@ -7,9 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 )
 
 // TestExpectContinueAndHTTP10: a client that sends Expect: 100-continue
@@ -90,4 +94,23 @@ func newChunkedUpstream(t *testing.T) string {
 	}))
 	t.Cleanup(up.Close)
 	return up.URL
+}
+
+// TestHeaderNamesAnyCase: header names are case-insensitive, so a key
+// header and a matched header are found however the client spells them.
+func TestHeaderNamesAnyCase(t *testing.T) {
+	rc := config.Route{ID: "hello", Match: config.Match{Path: "/hello", Headers: map[string]string{"X-Tenant": "a"}},
+		Respond: &config.Respond{Status: 200, Body: "hi"},
+		Limits:  []config.Limit{{Policy: "three", Key: httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User-Id"}}}}}
+	g := newTestGateway(t, testConfig(rc))
+	for i, spelling := range []string{"x-user-id", "X-USER-ID", "X-User-Id"} {
+		r := httptest.NewRequest("GET", "/hello", nil)
+		r.Header[spelling] = []string{"alice"}
+		r.Header["x-tenant"] = []string{"a"}
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(2-i) {
+			t.Errorf("%s: %d, remaining %q; want 200 and %d (one budget, alice's)", spelling, w.Code, w.Header().Get("X-RateLimit-Remaining"), 2-i)
+		}
+	}
 }

@@ -44,10 +44,8 @@ func (u *upstreams) client(addr string, tls bool) *fasthttp.HostClient {
 		Dial:  func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
 		// The gateway's own path rules decide which paths pass; the
 		// upstream gets the escaped path as received, never a cleaned one.
-		DisablePathNormalizing: true,
-		// Header names go as the client wrote them.
-		DisableHeaderNamesNormalizing: true,
-		NoDefaultUserAgentHeader:      true,
+		DisablePathNormalizing:   true,
+		NoDefaultUserAgentHeader: true,
 		// A streamed response is copied to the client as it arrives.
 		StreamResponseBody: true,
 		MaxConns:           1 << 16,
