@@ -114,3 +114,26 @@ func TestHeaderNamesAnyCase(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyAfterUpstreamIdleClose: an upstream that closes idle keep-alive
+// connections quickly does not turn a request with a body (which cannot be
+// sent twice) into a 502 on a pooled connection it has closed.
+func TestBodyAfterUpstreamIdleClose(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	up.Config.IdleTimeout = 50 * time.Millisecond
+	up.Start()
+	defer up.Close()
+	g := newTestGateway(t, testConfig(upstreamRoute("api", "/api", up.URL)))
+	for i := range 3 {
+		r := httptest.NewRequest("POST", "/api", strings.NewReader("body"))
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		if w.Code != 200 || w.Body.String() != "body" {
+			t.Fatalf("POST %d: %d %q, want 200 and the body echoed", i+1, w.Code, w.Body.String())
+		}
+		time.Sleep(200 * time.Millisecond) // past the upstream's idle timeout
+	}
+}

@@ -318,6 +318,15 @@ func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, 
 	if err != nil {
 		return nil, err
 	}
+	// A request with a body cannot be sent twice (its body is a stream), so
+	// a pooled connection the upstream has closed while idle is found out
+	// before it is used, not by the request failing on it.
+	for tries := 0; body != nil && tries < 4 && peerClosed(cc.Conn()); tries++ {
+		hc.CloseConn(cc)
+		if cc, err = hc.AcquireConn(wait, false); err != nil {
+			return nil, err
+		}
+	}
 	conn := cc.Conn()
 	if err := conn.SetDeadline(deadline); err != nil {
 		hc.CloseConn(cc)
