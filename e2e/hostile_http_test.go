@@ -326,7 +326,9 @@ routes:
 
 // TestHostileSmuggling is row F5: raw requests that try to make the
 // gateway and the upstream disagree on where a request ends. For each, the
-// status codes are what Go's server answers, and the upstream sees exactly
+// status codes are what Go's server answers (but for a request with both
+// Content-Length and Transfer-Encoding, after which the connection closes
+// as RFC 9112 §6.1 requires), and the upstream sees exactly
 // the requests the client got a 200 for, each decided once by the limiter:
 // never two upstream requests from one accepted request.
 func TestHostileSmuggling(t *testing.T) {
@@ -349,12 +351,14 @@ routes:
 		codes   []int    // what the client gets, in order
 		paths   []string // what the upstream gets, in order
 	}{
-		{"CL and TE: TE wins, the rest is a second pipelined request",
+		// RFC 9112 §6.1: TE wins, and the server closes the connection
+		// after answering, so what follows is never read as a request.
+		{"CL and TE: TE wins, the connection closes after the answer",
 			"POST /api/a HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled,
-			[]int{200, 200}, []string{"/api/a", "/api/smuggled"}},
+			[]int{200}, []string{"/api/a"}},
 		{"TE and CL covering a second request",
 			"POST /api/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 45\r\n\r\n0\r\n\r\n" + smuggled,
-			[]int{200, 200}, []string{"/api/a", "/api/smuggled"}},
+			[]int{200}, []string{"/api/a"}},
 		{"duplicate Content-Length",
 			"POST /api/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 41\r\n\r\nhello" + smuggled,
 			[]int{400}, nil},

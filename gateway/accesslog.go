@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -40,18 +39,15 @@ func sampled(a *config.AccessLog) bool {
 	return a.Sample >= 1 || a.Sample > 0 && rand.Float64() < a.Sample
 }
 
-// beginAccess returns r carrying a fresh entry when the request is sampled.
-func (g *Gateway) beginAccess(r *http.Request) (*http.Request, *accessEntry) {
-	if !sampled(&g.cfg.Server.AccessLog) {
-		return r, nil
-	}
-	e := &accessEntry{start: time.Now()}
-	return r.WithContext(context.WithValue(r.Context(), accessKey{}, e)), e
+// newAccessEntry returns the entry of a sampled request, started now. The
+// request's context carries it under accessKey{}.
+func newAccessEntry() *accessEntry {
+	return &accessEntry{start: time.Now()}
 }
 
 // observeAccess records the middleware's event in the request's entry.
-func (g *Gateway) observeAccess(r *http.Request, ev *httplimit.Event) {
-	e := accessEntryOf(r.Context())
+func (g *Gateway) observeAccess(ctx context.Context, ev *httplimit.Event) {
+	e := accessEntryOf(ctx)
 	if e == nil {
 		return
 	}
@@ -106,9 +102,9 @@ func clipLogField(s string) string {
 }
 
 // logAccess writes the record of one request.
-func (g *Gateway) logAccess(r *http.Request, e *accessEntry, route string, status int) {
+func (g *Gateway) logAccess(ctx context.Context, method string, e *accessEntry, route string, status int) {
 	attrs := []slog.Attr{
-		slog.String("method", clipLogField(r.Method)),
+		slog.String("method", clipLogField(method)),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Float64("latency_ms", float64(time.Since(e.start).Microseconds())/1000),
@@ -122,5 +118,5 @@ func (g *Gateway) logAccess(r *http.Request, e *accessEntry, route string, statu
 	if e.source != "" {
 		attrs = append(attrs, slog.String("store", e.source))
 	}
-	g.accessLog.LogAttrs(r.Context(), slog.LevelInfo, "access", attrs...)
+	g.accessLog.LogAttrs(ctx, slog.LevelInfo, "access", attrs...)
 }

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/sluice-gw/sluice/httplimit"
+
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -48,6 +50,6 @@ func mustUnescape(t *testing.T, p string) string {
 
 // matches runs m on r as Gateway.serve does.
 func matches(m *matcher, r *http.Request) bool {
-	in := newInbound(r)
-	return m.match(r, &in)
+	in := newInbound(r.Host, r.URL.EscapedPath(), r.URL.Path, nil)
+	return m.match(httplimit.HTTPRequest(r), &in)
 }

@@ -1,21 +1,15 @@
 package gateway
 
 import (
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluice-gw/sluice/config"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 // oddPathModel is a naive model of the path rules (docs/operations.md):
@@ -62,46 +56,23 @@ func globModel(pattern string) *regexp.Regexp {
 	return regexp.MustCompile(b.String())
 }
 
-var (
-	fuzzMetricsOnce sync.Once
-	fuzzMetrics     *metrics.Metrics
-)
-
-// roundTripFunc captures the outgoing request instead of sending it.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// forwardedPath runs the real proxy Rewrite for a route with strip_prefix
-// n and upstream base path base, and returns the path the upstream would be
-// asked for (decoded) and as sent (escaped).
+// forwardedPath runs the real proxy's target rewrite for a route with
+// strip_prefix n and upstream base path base, and returns the path the
+// upstream would be asked for (decoded) and as sent (escaped).
 func forwardedPath(t *testing.T, base, escaped string, n int) (decoded, raw string) {
 	t.Helper()
-	fuzzMetricsOnce.Do(func() {
-		m, err := metrics.New(prometheus.NewRegistry())
-		if err != nil {
-			panic(err)
-		}
-		fuzzMetrics = m
-	})
 	target := &url.URL{Scheme: "http", Host: "upstream.test", Path: base}
-	var out *url.URL
-	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		out = r.URL
-		return &http.Response{StatusCode: 204, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
-	})
-	h := newProxyHandler(proxyConfig{route: "fuzz", target: target, stripPrefix: n}, rt, fuzzMetrics, slog.New(slog.DiscardHandler))
-	u := &url.URL{Path: "/"}
+	h := &proxyHandler{c: proxyConfig{route: "fuzz", target: target, stripPrefix: n}}
+	r := &publicRequest{escaped: "/", path: "/"}
 	if p, err := url.PathUnescape(escaped); err == nil {
-		u.Path, u.RawPath = p, escaped
+		r.escaped, r.path = escaped, p
 	}
-	r := httptest.NewRequest("GET", "http://gw.test/", nil)
-	r.URL, r.RequestURI = u, u.RequestURI()
-	h.ServeHTTP(httptest.NewRecorder(), r)
-	if out == nil {
-		t.Fatalf("the proxy sent nothing for %q", escaped)
+	raw = h.requestURI(r)
+	decoded, err := url.PathUnescape(raw)
+	if err != nil {
+		t.Fatalf("the proxy sent %q for %q: not an escaped path: %v", raw, escaped, err)
 	}
-	return out.Path, out.EscapedPath()
+	return decoded, raw
 }
 
 // FuzzMatch checks route matching and prefix stripping on any pattern and

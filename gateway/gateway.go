@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
@@ -60,8 +61,9 @@ type Gateway struct {
 	store    *sharedStore
 	routes   []*route
 	admin    http.Handler
-	// transport is shared by the proxy routes; Close drops its idle connections.
-	transport *http.Transport
+	// ups are the upstream connection pools shared by the proxy routes;
+	// Close closes their idle connections.
+	ups *upstreams
 	// maxHeaderBytes bounds the request line and headers together; larger
 	// requests get a JSON 431 (docs/operations.md, "Answers sluice gives itself").
 	maxHeaderBytes int
@@ -76,9 +78,11 @@ type Gateway struct {
 
 // route is one configured route, compiled.
 type route struct {
-	id      string
-	match   *matcher
-	handler http.Handler
+	id    string
+	match *matcher
+	// final answers a request the limits let through: the proxy or the
+	// fixed answer. res holds the limits' headers, nil without limits.
+	final func(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result)
 	// mw and limits are the route's limits middleware and its limits (IDs
 	// filled in), for the admin API; mw is nil when limits is empty.
 	mw     *httplimit.Middleware
@@ -120,10 +124,10 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, err
 	}
 	ip := &httplimit.IPResolver{TrustedProxies: cfg.Server.TrustedPrefixes()}
-	g.transport = newTransport()
+	g.ups = newUpstreams()
 	var errs []error
 	for i := range cfg.Routes {
-		rt, err := g.buildRoute(&cfg.Routes[i], ip, g.transport, deps.Clock)
+		rt, err := g.buildRoute(&cfg.Routes[i], ip, deps.Clock)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("route %q: %w", cfg.Routes[i].ID, err))
 			continue
@@ -151,8 +155,8 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 
 // buildRoute compiles one route: matcher, limits middleware and the final
 // handler (proxy or fixed answer), wrapped to count responses.
-func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transport http.RoundTripper, clock ratelimit.Clock) (*route, error) {
-	var final http.Handler
+func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock ratelimit.Clock) (*route, error) {
+	var final func(*fasthttp.RequestCtx, *publicRequest, *httplimit.Result)
 	if rc.Respond != nil {
 		final = respondHandler(rc.Respond)
 	} else {
@@ -163,7 +167,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		final = newProxyHandler(proxyConfig{
 			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
 			preserveHost: rc.PreserveHost, timeout: rc.Timeout, ip: ip,
-		}, transport, g.metrics, g.log)
+		}, g.ups, g.metrics, g.log).serve
 	}
 	limits, err := g.limits(rc)
 	if err != nil {
@@ -184,15 +188,14 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, transpo
 		if err != nil {
 			return nil, err
 		}
-		final = mw.Handler(final)
 		limits = mw.Limits()
 	}
 	return &route{
-		id:      rc.ID,
-		match:   newMatcher(rc.Match),
-		handler: final,
-		mw:      mw,
-		limits:  limits,
+		id:     rc.ID,
+		match:  newMatcher(rc.Match),
+		final:  final,
+		mw:     mw,
+		limits: limits,
 	}, nil
 }
 
@@ -235,13 +238,13 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 
 // observe counts each limit's verdict once (docs/semantics.md §6.5), feeds
 // the dashboard's statistics and fills in the access log entry.
-func (g *Gateway) observe(r *http.Request, ev *httplimit.Event) {
+func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
 	g.stats.Record(g.clock.Now(), ev)
-	g.observeAccess(r, ev)
+	g.observeAccess(r.Context(), ev)
 }
 
 // fellBack returns the hook that counts route's decisions made without
@@ -269,8 +272,8 @@ func (g *Gateway) override(_ context.Context, route string, key []string) *ratel
 // The store (store/fallback around any primary) has applied on_error and
 // counted it already: an error reaching here is a denial (deny mode, or
 // local mode with no store more local) or not a store failure.
-func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.Request, error) bool {
-	return func(w http.ResponseWriter, r *http.Request, err error) bool {
+func (g *Gateway) onStoreError(routeID string) func(httplimit.Request, error) *httplimit.Problem {
+	return func(_ httplimit.Request, err error) *httplimit.Problem {
 		if errors.Is(err, fallback.ErrUnavailable) {
 			// The store's failure was logged where it was seen (a Redis
 			// breaker's opening once, an in-process store's each time); a
@@ -280,51 +283,12 @@ func (g *Gateway) onStoreError(routeID string) func(http.ResponseWriter, *http.R
 		} else {
 			g.log.Warn("store failed", "route", routeID, "on_error", g.cfg.Store.OnError, "error", err)
 		}
-		w.Header().Set("Retry-After", "1")
-		httplimit.WriteProblem(w, http.StatusServiceUnavailable, "The rate-limit store is unavailable.")
-		return false
+		return storeUnavailable
 	}
 }
 
-// ServeHTTP routes r to the first route whose match holds, or answers 404.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &statusRecorder{ResponseWriter: w}
-	r, entry := g.beginAccess(r)
-	route := g.serve(rec, r)
-	g.metrics.Request(route, rec.status())
-	if entry != nil {
-		g.logAccess(r, entry, route, rec.status())
-	}
-}
-
-// serve answers r and returns the id of the route that matched, or "".
-func (g *Gateway) serve(rec *statusRecorder, r *http.Request) string {
-	if headerBytes(r) > g.maxHeaderBytes {
-		httplimit.WriteProblem(rec, http.StatusRequestHeaderFieldsTooLarge,
-			fmt.Sprintf("The request line and headers exceed %d bytes.", g.maxHeaderBytes))
-		return ""
-	}
-	if err := checkQuery(r.URL.RawQuery); err != nil {
-		httplimit.WriteProblem(rec, http.StatusBadRequest, "The query string cannot be parsed: "+err.Error()+".")
-		return ""
-	}
-	in := newInbound(r)
-	for _, rt := range g.routes {
-		if rt.match.match(r, &in) {
-			rt.handler.ServeHTTP(rec, r)
-			return rt.id
-		}
-	}
-	detail := "No route matches this request."
-	switch {
-	case in.refused != "":
-		detail = "No route takes a path with " + in.refused + " (see the path rules in docs/operations.md)."
-	case in.encodedSlash:
-		detail = `No route matches this request: a path with an encoded "/" or "\" matches only routes with allow_encoded_slash (see the path rules in docs/operations.md).`
-	}
-	httplimit.WriteProblem(rec, http.StatusNotFound, detail)
-	return ""
-}
+// storeUnavailable answers a request whose limits the store could not decide.
+var storeUnavailable = &httplimit.Problem{Status: http.StatusServiceUnavailable, Detail: "The rate-limit store is unavailable.", RetryAfter: 1}
 
 // Registry returns the registry the gateway's metrics are on.
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
@@ -369,7 +333,7 @@ func (g *Gateway) Close() error {
 	if g.closed.Swap(true) {
 		return nil
 	}
-	g.transport.CloseIdleConnections()
+	g.ups.close()
 	g.logins.Close()
 	return g.store.release()
 }

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/valyala/fasthttp"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -297,9 +299,9 @@ func TestHeaderBytesCountsRequestLineAndHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan int, 1)
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- headerBytes(r) })}
+	hs := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { got <- headerBytes(&ctx.Request.Header) }}
 	go hs.Serve(ln)
-	defer hs.Close()
+	defer hs.Shutdown()
 	raw := "GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nX-One: 1\r\nUser-Agent: t\r\n\r\n"
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -54,8 +54,8 @@ func newMatcher(mc config.Match) *matcher {
 // match reports whether r, seen as in, satisfies every condition. A path
 // that in refuses matches no route, and one with an encoded slash only a
 // route that allows them.
-func (m *matcher) match(r *http.Request, in *inbound) bool {
-	if m.methods != nil && !m.methods[r.Method] {
+func (m *matcher) match(r httplimit.Request, in *inbound) bool {
+	if m.methods != nil && !m.methods[r.Method()] {
 		return false
 	}
 	for _, h := range m.hosts {
@@ -64,7 +64,7 @@ func (m *matcher) match(r *http.Request, in *inbound) bool {
 		}
 	}
 	for k, v := range m.headers {
-		if r.Header.Get(k) != v {
+		if r.Header(k) != v {
 			return false
 		}
 	}
@@ -88,7 +88,8 @@ type inbound struct {
 	refused string
 }
 
-// newInbound reads r's host and path. The path rules are in
+// newInbound reads a request's host and path, escaped as received and
+// decoded; the path's segments are appended to segs. The path rules are in
 // docs/operations.md ("Path rules"): no route takes a path with a "." or
 // ".." segment, an empty segment other than a trailing one, or a ";".
 // Each is checked on the path fully decoded, with "/" and "\" both taken as
@@ -97,27 +98,26 @@ type inbound struct {
 // "..", another merges "//" (nginx, Spring, Tomcat), a third drops
 // ";params" (Tomcat, Jetty) or takes %2F or "\" for "/". Any of these would
 // serve a path that another route, and its limits, was meant to take.
-func newInbound(r *http.Request) inbound {
-	in := inbound{host: httplimit.NormalizeHost(r.Host)}
-	escaped := r.URL.EscapedPath()
+func newInbound(host, escaped, path string, segs []string) inbound {
+	in := inbound{host: httplimit.NormalizeHost(host)}
 	in.encodedSlash = hasEncodedSlash(escaped)
 	if in.encodedSlash {
-		in.segments = splitPath(escaped)
+		in.segments = appendSegments(segs, escaped)
 		for i, s := range in.segments {
 			if d, err := url.PathUnescape(s); err == nil {
 				in.segments[i] = d
 			}
 		}
 	} else {
-		in.segments = splitPath(r.URL.Path)
+		in.segments = appendSegments(segs, path)
 	}
 	switch {
 	case strings.IndexByte(escaped, ';') >= 0:
 		in.refused = `a ";"`
-	case hasControl(r.URL.Path):
+	case hasControl(path):
 		in.refused = "a control character"
 	default:
-		in.refused = oddSegment(r.URL.Path)
+		in.refused = oddSegment(path)
 	}
 	return in
 }
@@ -178,7 +178,20 @@ func oddSegment(decoded string) string {
 
 // splitPath splits "/a/b/" into ["a", "b", ""]; "/" and "" give [""].
 func splitPath(p string) []string {
-	return strings.Split(strings.TrimPrefix(p, "/"), "/")
+	return appendSegments(nil, p)
+}
+
+// appendSegments appends the segments of p, as splitPath splits it, to dst.
+func appendSegments(dst []string, p string) []string {
+	p = strings.TrimPrefix(p, "/")
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return append(dst, p)
+		}
+		dst = append(dst, p[:i])
+		p = p[i+1:]
+	}
 }
 
 // matchSegments matches path segments against a pattern where "*" is exactly

@@ -1,16 +1,22 @@
 package gateway
 
 import (
-	"context"
+	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
@@ -21,8 +27,8 @@ const statusClientClosed = 499
 
 // proxyError is a failure of a proxied request together with the status
 // it is answered with, in the manner of caddy's HandlerError: the upstream
-// round trip and the request body's reader return one, and the proxy's
-// ErrorHandler renders it, the one place a proxy failure gets its answer.
+// round trip and the request body's reader return one, and the proxy
+// renders it, the one place a proxy failure gets its answer.
 type proxyError struct {
 	Status int    // the answer's status
 	Detail string // the problem's detail, for the client
@@ -44,20 +50,18 @@ func (e *proxyError) Unwrap() error { return e.Err }
 var errUpstreamTimeout = &proxyError{Status: http.StatusGatewayTimeout,
 	Detail: "The upstream did not answer in time.", Log: "upstream request failed", Err: errors.New("gateway: upstream timeout")}
 
+// errClientGone marks a request whose client went away before it was
+// answered: nobody reads an answer, and 499 (nginx's convention) only
+// shows in metrics and logs.
+var errClientGone = &proxyError{Status: statusClientClosed, Log: "client went away"}
+
 // upstreamFailed returns the error a failed round trip is answered with:
-// 504 for a transport timeout, 502 otherwise.
+// 504 for a timeout, 502 otherwise.
 func upstreamFailed(err error) *proxyError {
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() || errors.Is(err, fasthttp.ErrTimeout) {
 		return &proxyError{Status: http.StatusGatewayTimeout, Detail: errUpstreamTimeout.Detail, Log: errUpstreamTimeout.Log, Err: err}
 	}
 	return &proxyError{Status: http.StatusBadGateway, Detail: "The upstream could not be reached.", Log: "upstream request failed", Err: err}
-}
-
-// proxyHandler forwards requests to one route's upstream. It is safe for
-// concurrent use.
-type proxyHandler struct {
-	proxy httputil.ReverseProxy
-	trip  *upstreamTrip
 }
 
 // proxyConfig is what a proxy route needs from the configuration.
@@ -72,231 +76,514 @@ type proxyConfig struct {
 	ip *httplimit.IPResolver
 }
 
-// newProxyHandler builds the reverse proxy for one route on a shared transport.
-func newProxyHandler(c proxyConfig, transport http.RoundTripper, m *metrics.Metrics, log *slog.Logger) *proxyHandler {
-	h := &proxyHandler{trip: &upstreamTrip{next: transport, route: c.route, timeout: c.timeout, metrics: m}}
-	h.proxy = httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			if c.stripPrefix > 0 {
-				stripped := stripSegments(pr.Out.URL.EscapedPath(), c.stripPrefix)
-				if p, err := url.PathUnescape(stripped); err == nil {
-					pr.Out.URL.Path, pr.Out.URL.RawPath = p, stripped
-				}
-			}
-			// SetURL joins the upstream's base path with the request path and
-			// sends the upstream's host as Host (the default unless
-			// preserve_host is set).
-			pr.SetURL(c.target)
-			if c.preserveHost {
-				pr.Out.Host = pr.In.Host
-			}
-			// ReverseProxy removed the client's X-Forwarded-* before Rewrite.
-			// The gateway appends the TCP peer to the X-Forwarded-For
-			// received (docs/semantics.md §4.4), so put that back for
-			// SetXForwarded to append to; X-Forwarded-Host and -Proto are set
-			// afresh from the inbound request.
-			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
-				pr.Out.Header["X-Forwarded-For"] = xff
-			}
-			pr.SetXForwarded()
-			setClientAddress(pr, c.ip)
-		},
-		Transport: h.trip,
-		// Zero: ReverseProxy already flushes every write of a streaming
-		// response (no Content-Length, or text/event-stream), so chunks reach
-		// the client as they come; a body of known length is copied without
-		// a flush per write, which cost 15-18% of the gateway's CPU
-		// (bench/cmd/gatewaybench profile).
-		FlushInterval: 0,
-		// Reuse the 32 KiB copy buffers instead of allocating one per response.
-		BufferPool: newBufferPool(),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			pe, ok := errors.AsType[*proxyError](err)
-			if !ok && context.Cause(r.Context()) == context.Canceled {
-				// The client went away: nobody reads an answer. 499 (nginx's
-				// convention) only shows in metrics and logs.
-				w.WriteHeader(statusClientClosed)
-				return
-			}
-			if !ok {
-				pe = upstreamFailed(err)
-			}
-			level := slog.LevelDebug
-			if pe.Status >= 500 {
-				level = slog.LevelWarn
-			}
-			// A body error is Debug, not Warn: any client can make it
-			// happen as often as it likes.
-			log.Log(r.Context(), level, pe.Log, "route", c.route, "status", pe.Status, "error", pe.Err)
-			httplimit.WriteProblem(w, pe.Status, pe.Detail)
-		},
-	}
+// proxyHandler forwards requests to one route's upstream over a pool of
+// keep-alive connections (upstreams). It is safe for concurrent use.
+type proxyHandler struct {
+	c       proxyConfig
+	client  *fasthttp.HostClient
+	tls     bool
+	addr    string // the upstream's host:port, for Upgrade's own connection
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// newProxyHandler builds the reverse proxy of one route on the gateway's
+// upstream connection pools.
+func newProxyHandler(c proxyConfig, ups *upstreams, m *metrics.Metrics, log *slog.Logger) *proxyHandler {
+	h := &proxyHandler{c: c, tls: c.target.Scheme == "https", metrics: m, log: log}
+	h.addr = hostPort(c.target)
+	h.client = ups.client(h.addr, h.tls)
 	return h
 }
 
-// ServeHTTP forwards r. A request body that cannot be read while it is
-// forwarded is answered 400, and one still arriving when the route's
-// timeout passes 408 (see upstreamTrip).
-func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody {
-		h.proxy.ServeHTTP(w, r)
+// hostPort returns u's host with the scheme's default port when it has none.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+// hopHeaders are removed from a request and a response as they are
+// forwarded (RFC 9110 §7.6.1), with every header Connection names.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// connectionListed appends the header names that the Connection header
+// values list to dst.
+func connectionListed(dst []string, values [][]byte) []string {
+	for _, v := range values {
+		for f := range strings.SplitSeq(string(v), ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				dst = append(dst, f)
+			}
+		}
+	}
+	return dst
+}
+
+// outbound returns the request to send upstream for r: the client's
+// headers less the hop-by-hop ones, the X-Forwarded-* and client address
+// headers of docs/semantics.md §4.4, the upstream's Host (or the client's
+// under preserve_host) and the path joined to the upstream's base path.
+func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out *fasthttp.Request, upgrade string) {
+	in := &ctx.Request.Header
+	in.CopyTo(&out.Header)
+	oh := &out.Header
+	var listed [8]string
+	for _, name := range connectionListed(listed[:0], in.PeekAll("Connection")) {
+		oh.Del(name)
+	}
+	for _, name := range hopHeaders {
+		oh.Del(name)
+	}
+	oh.ResetConnectionClose()
+	if upgrade != "" {
+		oh.Set("Connection", "Upgrade")
+		oh.Set("Upgrade", upgrade)
+	}
+	// The client's X-Forwarded-Host and -Proto are replaced; its
+	// X-Forwarded-For gets the peer appended (even when Connection named it).
+	prior := in.PeekAll("X-Forwarded-For")
+	xff := r.buf[:0]
+	for i, v := range prior {
+		if i > 0 {
+			xff = append(xff, ", "...)
+		}
+		xff = append(xff, v...)
+	}
+	oh.Del("X-Forwarded-For")
+	if peer, _, err := net.SplitHostPort(r.remote); err == nil {
+		if len(xff) > 0 {
+			xff = append(xff, ", "...)
+		}
+		xff = append(xff, peer...)
+	}
+	if len(xff) > 0 {
+		oh.SetBytesV("X-Forwarded-For", xff)
+	}
+	r.buf = xff
+	oh.Set("X-Forwarded-Host", r.host)
+	if ctx.IsTLS() {
+		oh.Set("X-Forwarded-Proto", "https")
+	} else {
+		oh.Set("X-Forwarded-Proto", "http")
+	}
+	oh.Del("X-Real-Ip")
+	if a, ok := h.c.ip.ClientIP(r); ok {
+		oh.Set("X-Real-Ip", a.String())
+	}
+	oh.Del("Forwarded")
+	if fwd := in.PeekAll("Forwarded"); len(fwd) > 0 && h.c.ip.PeerTrusted(r) {
+		for _, v := range fwd {
+			oh.AddBytesV("Forwarded", v)
+		}
+	}
+	if !h.c.preserveHost || r.host == "" {
+		oh.Set("Host", h.c.target.Host)
+	} else {
+		oh.Set("Host", r.host)
+	}
+	out.UseHostHeader = true
+	oh.SetRequestURI(h.requestURI(r))
+	if h.tls {
+		out.URI().SetScheme("https")
+	}
+}
+
+// requestURI is the target sent upstream: the escaped path, less
+// strip_prefix segments, joined to the upstream's base path, and the query
+// joined to the upstream's, as httputil's ProxyRequest.SetURL joins them.
+func (h *proxyHandler) requestURI(r *publicRequest) string {
+	p := stripSegments(r.escaped, h.c.stripPrefix)
+	p = joinURLPath(h.c.target.EscapedPath(), p)
+	q := r.query
+	if tq := h.c.target.RawQuery; tq != "" {
+		if q == "" {
+			q = tq
+		} else {
+			q = tq + "&" + q
+		}
+	}
+	if q != "" {
+		return p + "?" + q
+	}
+	return p
+}
+
+// joinURLPath joins a base path and a request path with one slash between.
+func joinURLPath(a, b string) string {
+	if a == "" {
+		return b
+	}
+	as, bs := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
+	switch {
+	case as && bs:
+		return a + b[1:]
+	case !as && !bs:
+		return a + "/" + b
+	}
+	return a + b
+}
+
+// serve forwards r and writes the upstream's answer, streaming its body,
+// or the problem answer of a failure. A request body that cannot be read
+// is answered 400, and one still arriving when the route's timeout passes
+// 408 (bodyReader). It returns the status of a request whose client went
+// away (499), else 0.
+func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result) {
+	if up := upgradeOf(&ctx.Request.Header); up != "" {
+		h.serveUpgrade(ctx, r, res, up)
 		return
 	}
-	body := newBodyReader(r.Body, w)
-	defer body.release()
-	r = r.WithContext(r.Context()) // a shallow copy: the caller's r keeps its Body
-	r.Body = body
-	// ReverseProxy hands the transport the body wrapped in a type of its
-	// own, so this request's round trip is told its bodyReader directly.
-	rp := h.proxy
-	rp.Transport = bodyTrip{u: h.trip, body: body}
-	rp.ServeHTTP(w, r)
-}
-
-// bodyTrip is the round trip of one request with a body.
-type bodyTrip struct {
-	u    *upstreamTrip
-	body *bodyReader
-}
-
-// RoundTrip implements [http.RoundTripper].
-func (b bodyTrip) RoundTrip(req *http.Request) (*http.Response, error) {
-	return b.u.roundTrip(req, b.body)
-}
-
-// upstreamTrip is one route's round trip to its upstream: it records
-// sluice_upstream_duration_seconds, bounds the wait for the response headers
-// by the route's timeout (the body then streams without that bound), and
-// returns each failure as a *proxyError carrying its status.
-type upstreamTrip struct {
-	next    http.RoundTripper
-	route   string
-	timeout time.Duration // 0 = none
-	metrics *metrics.Metrics
-}
-
-// RoundTrip implements [http.RoundTripper] for a request without a body.
-func (u *upstreamTrip) RoundTrip(req *http.Request) (*http.Response, error) {
-	return u.roundTrip(req, nil)
-}
-
-// roundTrip forwards req, whose body (if any) is body.
-func (u *upstreamTrip) roundTrip(req *http.Request, body *bodyReader) (*http.Response, error) {
-	start := time.Now()
-	defer func() { u.metrics.UpstreamDuration(u.route, time.Since(start)) }()
-	if u.timeout <= 0 {
-		resp, err := u.next.RoundTrip(req)
-		if err != nil {
-			return nil, u.failed(req, err, nil, body)
-		}
-		return resp, nil
+	out := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(out)
+	h.outbound(ctx, r, out, "")
+	var body *bodyReader
+	cl := ctx.Request.Header.ContentLength()
+	if cl != 0 && ctx.Request.IsBodyStream() {
+		body = newBodyReader(ctx.RequestBodyStream(), ctx, cl)
+		defer body.release()
 	}
-	ctx, cancel := context.WithCancelCause(req.Context())
-	// Cancelling the upstream request is not enough while the client is
-	// still sending its body: the transport returns only once its write of
-	// the body ends, and that write waits on the client, so a client that
-	// stops sending would hold this request and an upstream connection for
-	// as long as it likes. Ending the read on the client's connection ends
-	// the write (bodyReader.endRead).
-	t := time.AfterFunc(u.timeout, func() {
-		if body == nil || !body.endRead(func() { cancel(errBodyTimeout) }) {
-			cancel(errUpstreamTimeout)
-		}
-	})
-	resp, err := u.next.RoundTrip(req.WithContext(ctx))
-	if !t.Stop() { // the deadline fired, perhaps as the headers arrived
-		<-ctx.Done() // the timer's cancel, or the client's, came first
-		if resp != nil {
-			resp.Body.Close()
-		}
-		return nil, u.failed(req, err, context.Cause(ctx), body)
-	}
+	resp := fasthttp.AcquireResponse()
+	ub, err := h.roundTrip(out, resp, body, cl)
 	if err != nil {
-		cancel(nil)
-		return nil, u.failed(req, err, nil, body)
+		fasthttp.ReleaseResponse(resp)
+		h.fail(ctx, r, err)
+		return
 	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// An upgraded connection outlives the round trip: its context ends
-		// with the client's request.
-		return resp, nil
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	h.answer(ctx, resp, ub, res)
 }
 
-// failed returns the error a failed round trip of req is answered with:
-// the client's slow body when the timer ended its read (which also ends
-// the client's request context); else, when the client went away, its
-// context's error (no *proxyError: nobody reads the answer); else the
-// request body's failure (the client's fault); else the route's timeout
-// (timeout, the cause the timer cancelled with, or nil); else the
-// transport's error as 502 or 504.
-func (u *upstreamTrip) failed(req *http.Request, err, timeout error, body *bodyReader) error {
-	if timeout == errBodyTimeout {
-		return errBodyTimeout
+// roundTrip sends out, with body (nil: none) of length size (-1:
+// chunked), and reads the response headers into resp within the route's
+// timeout, recording sluice_upstream_duration_seconds. The response body,
+// if any, then streams without that bound (upstreamBody). The request
+// headers are sent before the body, so the upstream sees the request while
+// the body is still arriving.
+func (h *proxyHandler) roundTrip(out *fasthttp.Request, resp *fasthttp.Response, body *bodyReader, size int) (*upstreamBody, error) {
+	start := time.Now()
+	defer func() { h.metrics.UpstreamDuration(h.c.route, time.Since(start)) }()
+	var deadline time.Time
+	if h.c.timeout > 0 {
+		deadline = start.Add(h.c.timeout)
+		if body != nil {
+			// The upstream connection's deadline cannot end a write that
+			// waits on the client's body: the timer ends the read on the
+			// client's connection (bodyReader.endRead), so a client that
+			// stops sending cannot hold the request and an upstream
+			// connection.
+			t := time.AfterFunc(h.c.timeout, body.endRead)
+			defer t.Stop()
+		}
 	}
-	if cerr := req.Context().Err(); cerr != nil {
-		return cerr
+	ub, err := h.exchange(out, resp, body, size, deadline)
+	if err != nil && body == nil && retryable(err) {
+		// A pooled connection the upstream had closed: once more, on
+		// another (a fresh one, once the pool's stale ones are gone).
+		ub, err = h.exchange(out, resp, nil, 0, deadline)
+	}
+	if err == nil {
+		return ub, nil
 	}
 	if body != nil {
-		// The transport may report the connection it closed rather than
-		// the body's error that made it close it.
+		// The client's fault (or its leaving) is what the upstream request
+		// failed of, whatever error the connection reports.
 		if berr := body.failure(); berr != nil {
-			return berr
+			return nil, berr
 		}
 	}
-	if timeout != nil {
-		return timeout
+	return nil, upstreamFailed(err)
+}
+
+// retryable reports whether err is a connection closed before any answer.
+func retryable(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// exchange is one attempt of roundTrip on a connection of the upstream's
+// pool. It returns the response body to stream, nil when there is none.
+func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time) (*upstreamBody, error) {
+	hc := h.client
+	var wait time.Duration
+	if !deadline.IsZero() {
+		wait = time.Until(deadline)
 	}
-	return upstreamFailed(err)
-}
-
-// cancelOnClose ends the round trip's context when the response body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel(nil)
-	return err
-}
-
-// newTransport returns the transport shared by every proxy route of one
-// gateway: pooled keep-alive connections, bounded dials and TLS handshakes.
-func newTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 64
-	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	return t
-}
-
-// bufferPool is an httputil.BufferPool over a sync.Pool of 32 KiB buffers,
-// the size ReverseProxy uses by default.
-type bufferPool struct{ p sync.Pool }
-
-func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-}
-
-// Get returns a buffer from the pool.
-func (b *bufferPool) Get() []byte { return *b.p.Get().(*[]byte) }
-
-// Put returns buf to the pool.
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
-
-// setClientAddress sets X-Real-IP to the client address as sluice determines
-// it for `ip` keys (the peer, or the client a trusted proxy names in
-// X-Forwarded-For), replacing whatever the client sent, and passes the
-// client's Forwarded header on only from a trusted proxy (ReverseProxy has
-// removed it from the outbound request before Rewrite).
-func setClientAddress(pr *httputil.ProxyRequest, ip *httplimit.IPResolver) {
-	pr.Out.Header.Del("X-Real-IP")
-	if a, ok := ip.ClientIP(pr.In); ok {
-		pr.Out.Header.Set("X-Real-IP", a.String())
+	cc, err := hc.AcquireConn(wait, false)
+	if err != nil {
+		return nil, err
 	}
-	if fwd := pr.In.Header["Forwarded"]; len(fwd) > 0 && ip.PeerTrusted(pr.In) {
-		pr.Out.Header["Forwarded"] = fwd
+	// A request with a body cannot be sent twice (its body is a stream), so
+	// a pooled connection the upstream has closed while idle is found out
+	// before it is used, not by the request failing on it.
+	for tries := 0; body != nil && tries < 4 && peerClosed(cc.Conn()); tries++ {
+		hc.CloseConn(cc)
+		if cc, err = hc.AcquireConn(wait, false); err != nil {
+			return nil, err
+		}
+	}
+	conn := cc.Conn()
+	if err := conn.SetDeadline(deadline); err != nil {
+		hc.CloseConn(cc)
+		return nil, err
+	}
+	bw := hc.AcquireWriter(conn)
+	var src io.Reader
+	if body != nil {
+		src = body
+	}
+	err = writeRequest(bw, out, src, size)
+	hc.ReleaseWriter(bw)
+	if err != nil {
+		hc.CloseConn(cc)
+		return nil, err
+	}
+	br := hc.AcquireReader(conn)
+	resp.StreamBody = true
+	resp.SkipBody = out.Header.IsHead()
+	if err := resp.ReadLimitBody(br, 0); err != nil {
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		return nil, err
+	}
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		return nil, err
+	}
+	if stream := resp.BodyStream(); stream != nil {
+		return &upstreamBody{r: stream, resp: resp, release: func(reuse bool) {
+			hc.ReleaseReader(br)
+			if reuse {
+				hc.ReleaseConn(cc)
+			} else {
+				hc.CloseConn(cc)
+			}
+		}}, nil
+	}
+	hc.ReleaseReader(br)
+	if resp.ConnectionClose() {
+		hc.CloseConn(cc)
+	} else {
+		hc.ReleaseConn(cc)
+	}
+	return nil, nil
+}
+
+// writeRequest writes out's headers and flushes them, then the body: size
+// bytes, or chunked (size -1), each chunk flushed as it is read.
+func writeRequest(bw *bufio.Writer, out *fasthttp.Request, body io.Reader, size int) error {
+	if body == nil {
+		if err := out.Header.Write(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	out.Header.SetContentLength(size)
+	if err := out.Header.Write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	if size >= 0 {
+		n, err := io.CopyBuffer(bw, io.LimitReader(body, int64(size)), *buf)
+		if err == nil && n < int64(size) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	for {
+		n, err := body.Read(*buf)
+		if n > 0 {
+			bw.WriteString(strconv.FormatInt(int64(n), 16))
+			bw.WriteString("\r\n")
+			bw.Write((*buf)[:n])
+			bw.WriteString("\r\n")
+			if ferr := bw.Flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			bw.WriteString("0\r\n\r\n")
+			return bw.Flush()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// copyBuffers are the buffers request bodies are copied through.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// fail answers a failed round trip: the problem of its *proxyError, logged
+// at warn for a 5xx and at debug otherwise (any client can cause those as
+// often as it likes). A client that went away gets nothing: 499 is only
+// recorded.
+func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, err error) {
+	pe, ok := errors.AsType[*proxyError](err)
+	if !ok {
+		pe = upstreamFailed(err)
+	}
+	if pe.Status == statusClientClosed {
+		r.status = statusClientClosed
+		ctx.SetConnectionClose()
+		return
+	}
+	level := slog.LevelDebug
+	if pe.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	h.log.Log(ctx, level, pe.Log, "route", h.c.route, "status", pe.Status, "error", pe.Err)
+	writeProblem(ctx, pe.Status, pe.Detail)
+}
+
+// answer writes the upstream's response to the client: status, headers
+// less the hop-by-hop ones, the rate-limit headers, and the body streamed
+// as it arrives (a body without a length is sent chunked, each chunk
+// flushed as it comes).
+func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, ub *upstreamBody, res *httplimit.Result) {
+	w := &ctx.Response
+	copyResponseHeader(&w.Header, &resp.Header)
+	setRateLimitHeaders(w, res)
+	if ub == nil {
+		h.answerBody(ctx, resp)
+		fasthttp.ReleaseResponse(resp)
+		return
+	}
+	size := resp.Header.ContentLength()
+	if size < 0 {
+		if !ctx.Request.Header.IsHTTP11() {
+			answerHTTP10(ctx, ub)
+			return
+		}
+		size = -1
+		// A body of unknown length may be an event stream: the client gets
+		// the headers at once, not with the first chunk.
+		w.ImmediateHeaderFlush = true
+	}
+	w.SetBodyStream(ub, size)
+}
+
+// answerWhole writes an upstream response read whole to the client.
+func (h *proxyHandler) answerWhole(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, res *httplimit.Result) {
+	copyResponseHeader(&ctx.Response.Header, &resp.Header)
+	setRateLimitHeaders(&ctx.Response, res)
+	h.answerBody(ctx, resp)
+}
+
+// answerBody copies a body read whole; to HEAD, the upstream's length.
+func (h *proxyHandler) answerBody(ctx *fasthttp.RequestCtx, resp *fasthttp.Response) {
+	ctx.Response.SetBody(resp.Body())
+	if cl := resp.Header.ContentLength(); cl >= 0 && ctx.IsHead() {
+		ctx.Response.Header.SetContentLength(cl)
+	}
+}
+
+// answerHTTP10 streams a body of unknown length to an HTTP/1.0 client,
+// which cannot read chunked coding: the connection is taken from the engine,
+// and the body goes as it comes, ended by closing the connection.
+func answerHTTP10(ctx *fasthttp.RequestCtx, ub *upstreamBody) {
+	w := &ctx.Response
+	head := fmt.Appendf(nil, "HTTP/1.0 %d %s\r\n", w.StatusCode(), http.StatusText(w.StatusCode()))
+	for k, v := range w.Header.All() {
+		if bytes.EqualFold(k, []byte("Content-Length")) || bytes.EqualFold(k, []byte("Transfer-Encoding")) || bytes.EqualFold(k, []byte("Connection")) {
+			continue
+		}
+		head = append(append(append(append(head, k...), ": "...), v...), "\r\n"...)
+	}
+	head = append(head, "Connection: close\r\n\r\n"...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer ub.Close()
+		if _, err := c.Write(head); err != nil {
+			return
+		}
+		io.Copy(c, ub) //nolint:errcheck // the client may be gone; the connection closes either way
+	})
+}
+
+// copyResponseHeader copies the upstream's status and headers to the
+// client's response, less the hop-by-hop ones and those Connection names.
+func copyResponseHeader(dst, src *fasthttp.ResponseHeader) {
+	dst.SetStatusCode(src.StatusCode())
+	var listed [8]string
+	names := connectionListed(listed[:0], src.PeekAll("Connection"))
+	for k, v := range src.All() {
+		if isHop(k, names) {
+			continue
+		}
+		dst.AddBytesKV(k, v)
+	}
+	if len(src.ContentType()) > 0 {
+		dst.SetContentTypeBytes(src.ContentType())
+	}
+}
+
+// isHop reports whether header k is hop-by-hop or named in listed.
+func isHop(k []byte, listed []string) bool {
+	for _, h := range hopHeaders {
+		if strings.EqualFold(string(k), h) {
+			return true
+		}
+	}
+	for _, h := range listed {
+		if strings.EqualFold(string(k), h) {
+			return true
+		}
+	}
+	// Content-Length and Content-Type are the engine's own: set from the
+	// body and above.
+	return bytes.EqualFold(k, []byte("Content-Length")) || bytes.EqualFold(k, []byte("Content-Type"))
+}
+
+// upstreamBody is the upstream's response body as the client's response
+// streams it. Closing it releases the response and returns the upstream
+// connection to its pool when the body was read to its end, or closes it.
+type upstreamBody struct {
+	r       io.Reader
+	resp    *fasthttp.Response
+	release func(reuse bool)
+	eof     bool
+	once    sync.Once
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// Close ends the body.
+func (b *upstreamBody) Close() error {
+	b.once.Do(func() {
+		reuse := b.eof && !b.resp.ConnectionClose()
+		b.resp.CloseBodyStream() //nolint:errcheck // the connection is closed when not reused
+		b.release(reuse)
+		fasthttp.ReleaseResponse(b.resp)
+	})
+	return nil
+}
+
+// setRateLimitHeaders sets the headers of a limits decision on w.
+func setRateLimitHeaders(w *fasthttp.Response, res *httplimit.Result) {
+	if res == nil || !res.HasRateLimitHeaders() {
+		return
+	}
+	for i, name := range httplimit.RateLimitHeaderNames {
+		w.Header.SetBytesV(name, res.RateLimitHeader(i))
 	}
 }

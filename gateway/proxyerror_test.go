@@ -1,24 +1,21 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/iotest"
-	"testing/synctest"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/metrics"
 )
-
-// tripFunc is an http.RoundTripper made of a function.
-type tripFunc func(*http.Request) (*http.Response, error)
-
-func (f tripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // timeoutErr is a net.Error that timed out.
 type timeoutErr struct{}
@@ -30,52 +27,102 @@ func (timeoutErr) Temporary() bool { return true }
 // TestUpstreamFailuresCarryStatus: each way a round trip fails comes back
 // as a *proxyError carrying the status the proxy answers with.
 func TestUpstreamFailuresCarryStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    error
+		status int
+	}{
+		{"refused", errors.New("connection refused"), 502},
+		{"transport timeout", timeoutErr{}, 504},
+		{"engine timeout", fasthttp.ErrTimeout, 504},
+	} {
+		if pe := upstreamFailed(tt.err); pe.Status != tt.status {
+			t.Errorf("%s: status %d, want %d", tt.name, pe.Status, tt.status)
+		}
+	}
+	// The route's timeout on a real upstream that accepts and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
 	m, err := metrics.New(metrics.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocked := tripFunc(func(r *http.Request) (*http.Response, error) {
-		<-r.Context().Done()
-		return nil, r.Context().Err()
-	})
-	for _, tt := range []struct {
-		name    string
-		next    http.RoundTripper
-		timeout time.Duration
-		status  int
-	}{
-		{"refused", tripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("connection refused") }), 0, 502},
-		{"transport timeout", tripFunc(func(*http.Request) (*http.Response, error) { return nil, timeoutErr{} }), 0, 504},
-		{"route timeout", blocked, time.Second, 504},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				u := &upstreamTrip{next: tt.next, route: "r", timeout: tt.timeout, metrics: m}
-				resp, err := u.RoundTrip(httptest.NewRequest("GET", "http://up/", nil))
-				if resp != nil {
-					t.Errorf("RoundTrip returned a response with error %v", err)
-				}
-				pe, ok := errors.AsType[*proxyError](err)
-				if !ok || pe.Status != tt.status {
-					t.Errorf("RoundTrip error = %#v, want a *proxyError with status %d", err, tt.status)
-				}
-			})
-		})
+	target := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	h := newProxyHandler(proxyConfig{route: "r", target: target, timeout: 200 * time.Millisecond}, newUpstreams(), m, slog.New(slog.DiscardHandler))
+	out, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	out.Header.SetHost("up")
+	out.Header.SetRequestURI("/")
+	start := time.Now()
+	_, err = h.roundTrip(out, resp, nil, 0)
+	pe, ok := errors.AsType[*proxyError](err)
+	if !ok || pe.Status != http.StatusGatewayTimeout {
+		t.Errorf("route timeout: error %#v, want a *proxyError with status 504", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("route timeout of 200ms answered after %v", took)
 	}
 }
 
+// nopDeadliner is a connection whose deadline changes nothing.
+type nopDeadliner struct{}
+
+func (nopDeadliner) SetReadDeadline(time.Time) error { return nil }
+
 // TestBodyReadErrorIs400: a request body that fails to read returns a
-// *proxyError with status 400, however the transport then reports it.
+// *proxyError with status 400, and the round trip it broke off answers
+// with the body's error, whatever the engine then reports.
 func TestBodyReadErrorIs400(t *testing.T) {
-	broken := io.NopCloser(io.MultiReader(strings.NewReader("ab"), iotest.ErrReader(errors.New("malformed chunk"))))
-	b := newBodyReader(broken, httptest.NewRecorder())
+	broken := io.MultiReader(strings.NewReader("ab"), iotest.ErrReader(errors.New("malformed chunk")))
+	b := newBodyReader(broken, nopDeadliner{}, -1)
 	_, err := io.ReadAll(b)
 	if pe, ok := errors.AsType[*proxyError](err); !ok || pe.Status != http.StatusBadRequest {
 		t.Fatalf("reading a broken body: error %#v, want a *proxyError with status 400", err)
 	}
-	u := &upstreamTrip{}
-	req := httptest.NewRequest("POST", "http://up/", nil).WithContext(context.Background())
-	if err := u.failed(req, errors.New("connection closed"), nil, b); err != b.failure() {
-		t.Errorf("failed(...) with a broken body = %v, want the body's error", err)
+	m, err := metrics.New(metrics.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
 	}
+	up := newHostileListener(t)
+	target := &url.URL{Scheme: "http", Host: up}
+	h := newProxyHandler(proxyConfig{route: "r", target: target}, newUpstreams(), m, slog.New(slog.DiscardHandler))
+	b = newBodyReader(io.MultiReader(strings.NewReader("ab"), iotest.ErrReader(errors.New("malformed chunk"))), nopDeadliner{}, -1)
+	out, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	out.Header.SetHost("up")
+	out.Header.SetRequestURI("/")
+	out.Header.SetMethod("POST")
+	if _, err := h.roundTrip(out, resp, b, -1); err != b.failure() {
+		t.Errorf("roundTrip with a broken body = %v, want the body's error", err)
+	}
+}
+
+// newHostileListener returns the address of a listener that reads whatever
+// comes and never answers.
+func newHostileListener(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(io.Discard, c) }()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -2,14 +2,16 @@ package gateway
 
 import (
 	"net/http"
-	"strconv"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/httplimit"
 )
 
 // respondHandler answers every request itself with a fixed status, body and
 // headers (a `respond` route). Content-Type defaults to text/plain.
-func respondHandler(rc *config.Respond) http.Handler {
+func respondHandler(rc *config.Respond) func(*fasthttp.RequestCtx, *publicRequest, *httplimit.Result) {
 	status := rc.Status
 	if status == 0 {
 		status = http.StatusOK
@@ -22,15 +24,15 @@ func respondHandler(rc *config.Respond) http.Handler {
 	if headers.Get("Content-Type") == "" {
 		headers.Set("Content-Type", "text/plain; charset=utf-8")
 	}
-	headers.Set("Content-Length", strconv.Itoa(len(body)))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		for k, v := range headers {
-			h[k] = v
+	return func(ctx *fasthttp.RequestCtx, _ *publicRequest, res *httplimit.Result) {
+		w := &ctx.Response
+		for k, vs := range headers {
+			for _, v := range vs {
+				w.Header.Add(k, v)
+			}
 		}
-		w.WriteHeader(status)
-		if r.Method != http.MethodHead {
-			w.Write(body)
-		}
-	})
+		setRateLimitHeaders(w, res)
+		w.SetStatusCode(status)
+		w.SetBodyRaw(body) // the engine leaves the body out of an answer to HEAD
+	}
 }

@@ -10,19 +10,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // Server runs the public and admin listeners in front of the current
 // Gateway and swaps gateways on reload without dropping a request. It is
-// safe for concurrent use.
+// safe for concurrent use. The public listener runs on fasthttp (the data
+// path: Gateway.servePublic), the admin listener on net/http.
 //
-// The listeners and the http.Server timeouts come from the first gateway's
+// The listeners and the server timeouts come from the first gateway's
 // configuration; a reload that changes server.listen, admin.listen or a
 // server timeout is logged and takes effect only after a restart.
 type Server struct {
 	log     *slog.Logger
 	cur     atomic.Pointer[Gateway]
-	public  *http.Server
+	public  *publicServer
 	admin   *http.Server
 	pubLn   net.Listener
 	adminLn net.Listener
@@ -39,17 +42,8 @@ func NewServer(g *Gateway, log *slog.Logger) *Server {
 	}
 	s := &Server{log: log, errc: make(chan error, 2), stop: make(chan struct{})}
 	s.cur.Store(g)
-	sc := g.cfg.Server
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	s.public = &http.Server{
-		Handler:           http.HandlerFunc(s.servePublic),
-		ReadHeaderTimeout: sc.ReadHeaderTimeout,
-		ReadTimeout:       sc.ReadTimeout,
-		WriteTimeout:      sc.WriteTimeout,
-		IdleTimeout:       sc.IdleTimeout,
-		MaxHeaderBytes:    serverMaxHeaderBytes(g.maxHeaderBytes),
-		ErrorLog:          errLog,
-	}
+	s.public = newPublicServer(s.servePublic, g, log)
 	s.admin = &http.Server{
 		Handler:           http.HandlerFunc(s.serveAdmin),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -71,7 +65,7 @@ func (s *Server) Start() error {
 		s.pubLn.Close()
 		return fmt.Errorf("gateway: admin listen %s: %w", cfg.Admin.Listen, err)
 	}
-	go s.serve(s.public, s.pubLn)
+	go s.servePublicListener(s.pubLn)
 	go s.serve(s.admin, s.adminLn)
 	// Start following the shared overrides table now rather than on the
 	// first request (its first read waits for the store).
@@ -82,6 +76,12 @@ func (s *Server) Start() error {
 
 func (s *Server) serve(hs *http.Server, ln net.Listener) {
 	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		s.errc <- err
+	}
+}
+
+func (s *Server) servePublicListener(ln net.Listener) {
+	if err := s.public.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 		s.errc <- err
 	}
 }
@@ -112,10 +112,10 @@ func (s *Server) acquire() *Gateway {
 	}
 }
 
-func (s *Server) servePublic(w http.ResponseWriter, r *http.Request) {
+func (s *Server) servePublic(ctx *fasthttp.RequestCtx) {
 	g := s.acquire()
 	defer g.inflight.Add(-1)
-	g.ServeHTTP(w, r)
+	g.servePublic(ctx)
 }
 
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
@@ -174,10 +174,10 @@ func (s *Server) retire(old *Gateway, grace time.Duration) {
 // the log). It then closes every gateway. It returns ctx's error when
 // requests had to be cut off.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.public.Shutdown(ctx)
+	err := s.public.ShutdownWithContext(ctx)
 	if err != nil {
 		s.log.Warn("shutdown timeout passed; cutting off requests still running", "requests", s.cur.Load().inflight.Load())
-		s.public.Close()
+		s.public.cutOff()
 	}
 	actx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -25,7 +24,7 @@ type IPResolver struct {
 
 // ClientIP returns the client address of r and whether one was found.
 //
-// The peer is r.RemoteAddr ("ip:port" or a bare IP). If the peer is trusted,
+// The peer is r.RemoteAddr() ("ip:port" or a bare IP). If the peer is trusted,
 // every X-Forwarded-For header is split at commas and walked from the last
 // entry to the first, skipping trusted addresses; the first untrusted address
 // is the client. An empty or malformed entry stops the walk and the client is
@@ -33,8 +32,8 @@ type IPResolver struct {
 // been written by anyone, while that hop is an address the proxy itself saw.
 // When every entry is trusted, the leftmost is the client. Addresses are
 // returned without zone, and IPv4-mapped IPv6 addresses as IPv4.
-func (ipr *IPResolver) ClientIP(r *http.Request) (netip.Addr, bool) {
-	peer, ok := parseHostAddr(r.RemoteAddr)
+func (ipr *IPResolver) ClientIP(r Request) (netip.Addr, bool) {
+	peer, ok := parseHostAddr(r.RemoteAddr())
 	if !ok {
 		return netip.Addr{}, false
 	}
@@ -42,7 +41,7 @@ func (ipr *IPResolver) ClientIP(r *http.Request) (netip.Addr, bool) {
 		return peer, true
 	}
 	client := peer
-	xff := r.Header["X-Forwarded-For"]
+	xff := r.HeaderValues("X-Forwarded-For")
 	for i := len(xff) - 1; i >= 0; i-- {
 		list := xff[i]
 		for list != "" {
@@ -65,11 +64,11 @@ func (ipr *IPResolver) ClientIP(r *http.Request) (netip.Addr, bool) {
 	return client, true
 }
 
-// PeerTrusted reports whether r's TCP peer (r.RemoteAddr) is inside one of
+// PeerTrusted reports whether r's TCP peer (r.RemoteAddr()) is inside one of
 // TrustedProxies, that is whether the forwarding headers it sends are
 // believed.
-func (ipr *IPResolver) PeerTrusted(r *http.Request) bool {
-	peer, ok := parseHostAddr(r.RemoteAddr)
+func (ipr *IPResolver) PeerTrusted(r Request) bool {
+	peer, ok := parseHostAddr(r.RemoteAddr())
 	return ok && ipr.trusted(peer)
 }
 
@@ -87,7 +86,7 @@ func (ipr *IPResolver) trusted(a netip.Addr) bool {
 }
 
 // clientKey returns the key value of r's client address, "" if none.
-func (ipr *IPResolver) clientKey(r *http.Request) string {
+func (ipr *IPResolver) clientKey(r Request) string {
 	a, ok := ipr.ClientIP(r)
 	if !ok {
 		return ""

@@ -56,7 +56,7 @@ func TestClientIP(t *testing.T) {
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			if got := tt.ipr.clientKey(r); got != tt.want {
+			if got := tt.ipr.clientKey(HTTPRequest(r)); got != tt.want {
 				t.Errorf("client of %s via %q = %q, want %q", tt.remote, tt.xff, got, tt.want)
 			}
 		})
@@ -79,7 +79,7 @@ func FuzzClientIP(f *testing.F) {
 				r.Header.Add("X-Forwarded-For", v)
 			}
 		}
-		got, ok := ipr.ClientIP(r)
+		got, ok := ipr.ClientIP(HTTPRequest(r))
 		peer, peerOK := parseHostAddr(remote)
 		if ok != peerOK {
 			t.Fatalf("ClientIP ok = %v, but peer %q parses: %v", ok, remote, peerOK)

@@ -33,6 +33,15 @@
 // none. Shadow limits are evaluated and reported to Options.Observe but never
 // deny and never show in headers.
 //
+// # Engines
+//
+// The decision does not depend on net/http: [Middleware.Decide] reads a
+// [Request] (method, host, decoded path, query, headers, peer) and fills in
+// a [Result] (forward or answer, the status and problem body, the
+// rate-limit headers). [Middleware.Handler] is its net/http adapter
+// ([HTTPRequest], [WriteResult]); the sluice gateway has another for its own
+// listener, so both decide every request the same way.
+//
 // # Responses
 //
 // Every response that went through a limit carries X-RateLimit-Limit,

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
@@ -43,9 +42,9 @@ func (e *outcome) hidden() bool { return e.shadow || e.d.Uncounted }
 // the denying limit with the longest RetryAfter; otherwise the one with the
 // lowest Remaining. The first in limit order wins a tie.
 //
-// All five values are formatted into buf (returned for reuse) and become one
-// string, so the headers cost two allocations whatever the number of limits.
-func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outcome, admitted bool) []byte {
+// All five values are formatted into res's buffer, back to back, so that an
+// adapter can write them without an allocation of its own.
+func (res *Result) setRateLimitHeaders(now time.Time, evals []outcome, admitted bool) {
 	pick := -1
 	for i := range evals {
 		e := &evals[i]
@@ -62,11 +61,11 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 		}
 	}
 	if pick < 0 {
-		return buf
+		return
 	}
-	var end [5]int
+	buf, end := res.hdr[:0], &res.end
 	d := evals[pick].d
-	buf = strconv.AppendInt(buf[:0], d.Limit, 10)
+	buf = strconv.AppendInt(buf, d.Limit, 10)
 	end[0] = len(buf)
 	buf = strconv.AppendInt(buf, max(0, d.Remaining), 10)
 	end[1] = len(buf)
@@ -88,19 +87,7 @@ func setRateLimitHeaders(h http.Header, buf []byte, now time.Time, evals []outco
 		}
 	}
 	end[4] = len(buf)
-	all := string(buf)
-	vals := make([]string, 5)
-	start := 0
-	for i, n := range end {
-		vals[i] = all[start:n]
-		start = n
-	}
-	h[HeaderLimit] = vals[0:1:1]
-	h[HeaderRemaining] = vals[1:2:2]
-	h[HeaderReset] = vals[2:3:3]
-	h[HeaderRateLimitPolicy] = vals[3:4:4]
-	h[HeaderRateLimit] = vals[4:5:5]
-	return buf
+	res.hdr = buf
 }
 
 // appendPolicyItem appends e's RateLimit-Policy item: "name";q=limit;w=seconds.

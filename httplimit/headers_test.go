@@ -146,7 +146,7 @@ func TestUnixCeil(t *testing.T) {
 // budget, and each admitted response carries consistent headers.
 func TestConcurrentRequests(t *testing.T) {
 	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "burst", Algorithm: ratelimit.FixedWindow, Limit: 50, Window: time.Hour})
-	f := newFixture(t, Options{Limits: []Limit{{Policy: p, Key: mustKey(t, "const:all")}}, Observe: func(*http.Request, *Event) {}})
+	f := newFixture(t, Options{Limits: []Limit{{Policy: p, Key: mustKey(t, "const:all")}}, Observe: func(Request, *Event) {}})
 	var wg sync.WaitGroup
 	codes := make([]int, 200)
 	remaining := make([]string, 200)

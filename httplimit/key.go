@@ -3,7 +3,6 @@ package httplimit
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"net/textproto"
 	"net/url"
 	"strings"
@@ -190,27 +189,21 @@ type resolver struct {
 }
 
 // value returns p's trimmed value for r; empty means absent.
-func (rv *resolver) value(p KeyPart, r *http.Request) string {
+func (rv *resolver) value(p KeyPart, r Request) string {
 	switch p.Source {
 	case SourceHeader:
 		if p.Name == "Host" {
-			// Go's server moves Host out of the header map into r.Host.
-			return NormalizeHost(r.Host)
+			return NormalizeHost(r.Host())
 		}
-		// Direct map access: Name is already canonical, and Header.Get would
-		// canonicalize it again on every request.
-		if v := r.Header[p.Name]; len(v) > 0 {
-			return strings.TrimSpace(v[0])
-		}
-		return ""
+		return strings.TrimSpace(r.Header(p.Name))
 	case SourceQuery:
-		return strings.TrimSpace(queryValue(r.URL.RawQuery, p.Name))
+		return strings.TrimSpace(queryValue(r.RawQuery(), p.Name))
 	case SourceIP:
 		return rv.ip.clientKey(r)
 	case SourceRoute:
 		return rv.route
 	case SourcePath:
-		return strings.TrimSpace(r.URL.Path)
+		return strings.TrimSpace(r.Path())
 	case SourceConst:
 		return p.Name
 	}

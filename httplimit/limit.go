@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -139,16 +138,16 @@ type Options struct {
 	// and must not keep key. It is not consulted for anonymous requests, and
 	// a policy whose Max is below the limit's Cost is ignored.
 	Override func(ctx context.Context, route string, key []string) *ratelimit.Policy
-	// OnStoreError decides what a store error does. It returns true to call
-	// the next handler anyway (no rate-limit headers are set), or false after
-	// writing a response. Nil means 503 Service Unavailable with
-	// Retry-After: 1 and a problem body.
-	OnStoreError func(w http.ResponseWriter, r *http.Request, err error) (proceed bool)
+	// OnStoreError decides what a store error does. It returns nil to let
+	// the request through anyway (no rate-limit headers are set), or the
+	// answer to give instead, which is written with a problem body. Nil
+	// means 503 Service Unavailable with Retry-After: 1.
+	OnStoreError func(r Request, err error) *Problem
 	// Observe, if not nil, is called once per request that went through the
 	// middleware (never when Limits is empty), after the decision (and after a shape-mode hold) and before
 	// the next handler, for metrics and logs. The Event is only valid during
 	// the call.
-	Observe func(r *http.Request, ev *Event)
+	Observe func(r Request, ev *Event)
 }
 
 // Outcome is what the middleware did with a request.

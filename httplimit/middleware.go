@@ -24,9 +24,10 @@ type Middleware struct {
 	clock        ratelimit.Clock
 	rv           resolver
 	override     func(ctx context.Context, route string, key []string) *ratelimit.Policy
-	onStoreError func(w http.ResponseWriter, r *http.Request, err error) bool
-	observe      func(r *http.Request, ev *Event)
+	onStoreError func(r Request, err error) *Problem
+	observe      func(r Request, ev *Event)
 	scratch      sync.Pool // *scratch
+	results      sync.Pool // *Result, for Handler
 }
 
 // scratch is the per-request working memory, pooled so that a request
@@ -43,6 +44,9 @@ type scratch struct {
 	buf      []byte
 	ev       Event
 }
+
+// storeUnavailable is the default answer to a store error.
+var storeUnavailable = &Problem{Status: http.StatusServiceUnavailable, Detail: "Rate limit store unavailable.", RetryAfter: 1}
 
 // New validates o and returns the middleware. Every problem is reported,
 // joined, each wrapping ErrInvalidOptions.
@@ -162,11 +166,7 @@ func checkLimit(l *Limit) []string {
 	return msgs
 }
 
-func defaultOnStoreError(w http.ResponseWriter, _ *http.Request, _ error) bool {
-	w.Header().Set("Retry-After", "1")
-	WriteProblem(w, http.StatusServiceUnavailable, "Rate limit store unavailable.")
-	return false
-}
+func defaultOnStoreError(Request, error) *Problem { return storeUnavailable }
 
 // Route returns Options.Route.
 func (m *Middleware) Route() string { return m.route }
@@ -192,7 +192,7 @@ func (m *Middleware) PolicyFor(ctx context.Context, i int, parts []string) *rate
 }
 
 // policyFor is PolicyFor with plans, for a request.
-func (m *Middleware) policyFor(r *http.Request, l *Limit, parts []string, anon bool) *ratelimit.Policy {
+func (m *Middleware) policyFor(r Request, l *Limit, parts []string, anon bool) *ratelimit.Policy {
 	if !anon {
 		if p := m.dynamicOverride(r.Context(), l, parts); p != nil {
 			return p
@@ -222,8 +222,9 @@ func (m *Middleware) dynamicOverride(ctx context.Context, l *Limit, parts []stri
 	return p
 }
 
-// Handler returns next wrapped by the middleware. m.Handler is a
-// func(http.Handler) http.Handler, so it plugs into any middleware chain.
+// Handler returns next wrapped by the middleware: the net/http adapter of
+// Decide. m.Handler is a func(http.Handler) http.Handler, so it plugs into
+// any middleware chain.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return &handler{m: m, next: next}
 }
@@ -240,12 +241,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	sc := m.scratch.Get().(*scratch)
-	forward := m.serve(w, r, sc)
-	m.release(sc)
+	res, _ := m.results.Get().(*Result)
+	if res == nil {
+		res = new(Result)
+	}
+	m.Decide(HTTPRequest(r), res)
+	WriteResult(w, res)
+	forward := res.Forward
+	res.Body = nil
+	m.results.Put(res)
 	if forward {
 		h.next.ServeHTTP(w, r)
 	}
+}
+
+// Decide decides r against every limit and fills in res (reset first): the
+// rate-limit headers, and whether r goes on or is answered 403, 429, 503
+// (or as OnStoreError says). It calls Options.Observe once, and holds r for
+// a shape-mode delay before it returns. It is the engine-neutral core of
+// the middleware: Handler is its net/http adapter, and the gateway has one
+// for its own listener.
+func (m *Middleware) Decide(r Request, res *Result) {
+	res.reset()
+	if len(m.limits) == 0 {
+		res.Forward = true
+		return
+	}
+	sc := m.scratch.Get().(*scratch)
+	m.decide(r, sc, res)
+	m.release(sc)
 }
 
 // release clears what sc references and returns it to the pool.
@@ -259,22 +283,23 @@ func (m *Middleware) release(sc *scratch) {
 	m.scratch.Put(sc)
 }
 
-// serve does everything up to the next handler and reports whether to call it.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, sc *scratch) bool {
+// decide is Decide with its scratch memory.
+func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 	sc.reqs, sc.limitOf = sc.reqs[:0], sc.limitOf[:0]
 	sc.ev = Event{Route: m.route}
 	for i := range m.limits {
 		if l := &m.limits[i]; !m.addRequest(r, l, sc, i) {
 			sc.ev.Outcome, sc.ev.ForbiddenLimit = OutcomeForbidden, l.ID
 			m.emit(r, &sc.ev)
-			WriteProblem(w, http.StatusForbidden, "The request has no value for rate-limit key "+l.Key.String()+".")
-			return false
+			res.refuse(plainProblem(http.StatusForbidden, "The request has no value for rate-limit key "+l.Key.String()+"."), 0)
+			return
 		}
 	}
 	if len(sc.reqs) == 0 {
 		sc.ev.Outcome = OutcomeAdmitted
 		m.emit(r, &sc.ev)
-		return true
+		res.Forward = true
+		return
 	}
 	// The time the decision's Reset counts from is the store's, taken during
 	// the call in whole microseconds: the clock read just before it, cut to
@@ -287,31 +312,37 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, sc *scratch) 
 	if err != nil {
 		sc.ev.Outcome, sc.ev.Err = OutcomeStoreError, err
 		m.emit(r, &sc.ev)
-		return m.onStoreError(w, r, err)
+		if p := m.onStoreError(r, err); p != nil {
+			res.refuse(plainProblem(p.Status, p.Detail), p.RetryAfter)
+		} else {
+			res.Forward = true
+		}
+		return
 	}
 	retry, delay := m.collect(sc)
-	sc.buf = setRateLimitHeaders(w.Header(), sc.buf, before, sc.evals, admitted)
+	res.setRateLimitHeaders(before, sc.evals, admitted)
 	if !admitted {
 		sc.ev.Outcome = OutcomeLimited
 		m.emit(r, &sc.ev)
-		WriteTooManyRequests(w, retry, sc.violated)
-		return false
+		n := retryAfterSeconds(retry)
+		res.refuse(tooManyRequests(n, sc.violated), n)
+		return
 	}
 	sc.ev.Delay = delay
-	if delay > 0 && !hold(r.Context(), delay) {
+	if delay > 0 && !hold(r, delay) {
 		sc.ev.Outcome = OutcomeAbandoned
 		m.emit(r, &sc.ev)
-		return false
+		return
 	}
 	sc.ev.Outcome = OutcomeAdmitted
 	m.emit(r, &sc.ev)
-	return true
+	res.Forward = true
 }
 
 // addRequest resolves limit i's key and policy and appends its store request
 // to sc.reqs, or nothing if the limit is skipped. It returns false if the key
 // is empty and the limit denies such requests.
-func (m *Middleware) addRequest(r *http.Request, l *Limit, sc *scratch, i int) bool {
+func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	empty := m.resolve(r, l, sc, i)
 	sc.anon[i] = false
 	if empty {
@@ -340,7 +371,7 @@ func (m *Middleware) addRequest(r *http.Request, l *Limit, sc *scratch, i int) b
 
 // resolve writes limit i's key parts into sc.parts[i] and reports whether the
 // key is empty (some part is).
-func (m *Middleware) resolve(r *http.Request, l *Limit, sc *scratch, i int) (empty bool) {
+func (m *Middleware) resolve(r Request, l *Limit, sc *scratch, i int) (empty bool) {
 	parts := sc.parts[i][:0]
 	for _, kp := range l.Key {
 		v := m.rv.value(kp, r)
@@ -384,22 +415,39 @@ func (m *Middleware) collect(sc *scratch) (retry, delay time.Duration) {
 	return retry, delay
 }
 
-func (m *Middleware) emit(r *http.Request, ev *Event) {
+func (m *Middleware) emit(r Request, ev *Event) {
 	if m.observe != nil {
 		m.observe(r, ev)
 	}
 }
 
+// ClientWatcher is implemented by a Request whose context does not end when
+// the client goes away (an engine that does not watch its connections while
+// a handler runs). A shape-mode hold then also ends when the channel
+// WatchClient returns is closed; stop ends the watch and is called once the
+// hold is over.
+type ClientWatcher interface {
+	WatchClient() (gone <-chan struct{}, stop func())
+}
+
 // hold waits d, as shape mode requires before forwarding, and reports
-// whether the wait completed; false means ctx ended first (the client went
-// away).
-func hold(ctx context.Context, d time.Duration) bool {
+// whether the wait completed; false means the client went away first: r's
+// context ended, or its ClientWatcher saw the client leave.
+func hold(r Request, d time.Duration) bool {
+	var gone <-chan struct{}
+	if w, ok := r.(ClientWatcher); ok {
+		var stop func()
+		gone, stop = w.WatchClient()
+		defer stop()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-ctx.Done():
+	case <-r.Context().Done():
+		return false
+	case <-gone:
 		return false
 	}
 }

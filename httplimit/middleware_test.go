@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -57,7 +58,7 @@ func newFixture(t testing.TB, o Options) *fixture {
 	}
 	o.Store, o.Clock = f.store, f.clock
 	if o.Observe == nil {
-		o.Observe = func(_ *http.Request, ev *Event) {
+		o.Observe = func(_ Request, ev *Event) {
 			e := *ev
 			e.Verdicts = append([]Verdict(nil), ev.Verdicts...)
 			for i := range e.Verdicts {
@@ -500,11 +501,31 @@ func TestStoreError(t *testing.T) {
 		var seen error
 		f := newFixture(t, Options{
 			Limits:       []Limit{{Policy: perUser, Key: mustKey(t, "ip")}},
-			OnStoreError: func(_ http.ResponseWriter, _ *http.Request, err error) bool { seen = err; return true },
+			OnStoreError: func(_ Request, err error) *Problem { seen = err; return nil },
 		})
 		f.store.err = errDown
 		if w := f.do("/"); w.Code != 200 || f.upstream.Load() != 1 || !errors.Is(seen, errDown) {
 			t.Errorf("got %d, upstream %d, hook saw %v; want 200, 1, the error", w.Code, f.upstream.Load(), seen)
+		}
+	})
+	t.Run("hook answers", func(t *testing.T) {
+		f := newFixture(t, Options{
+			Limits: []Limit{{Policy: perUser, Key: mustKey(t, "ip")}},
+			OnStoreError: func(Request, error) *Problem {
+				return &Problem{Status: http.StatusBadGateway, Detail: "no store", RetryAfter: 7}
+			},
+		})
+		f.store.err = errDown
+		w := f.do("/")
+		if w.Code != 502 || f.upstream.Load() != 0 || w.Header().Get("Retry-After") != "7" {
+			t.Fatalf("got %d, upstream %d, Retry-After %q; want 502, 0, 7", w.Code, f.upstream.Load(), w.Header().Get("Retry-After"))
+		}
+		var p map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p["detail"] != "no store" || p["status"] != 502.0 {
+			t.Errorf("body %s (%v), want the hook's problem", w.Body, err)
+		}
+		if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("Content-Type %q", ct)
 		}
 	})
 }

@@ -31,10 +31,21 @@ type problem struct {
 // "error":T,"message":D} where T is http.StatusText(status). It sets
 // Content-Type to application/problem+json; any other header (Retry-After on
 // a 503, say) must be set on w before the call. It is the one place where
-// sluice renders non-429 error bodies.
+// sluice renders non-429 error bodies on net/http; ProblemBody gives the
+// same body to other engines.
 func WriteProblem(w http.ResponseWriter, status int, detail string) {
+	writeProblemBody(w, status, ProblemBody(status, detail))
+}
+
+// ProblemBody returns the body WriteProblem writes for status and detail.
+func ProblemBody(status int, detail string) []byte {
+	return plainProblem(status, detail).marshal()
+}
+
+// plainProblem is the problem of a non-429 answer.
+func plainProblem(status int, detail string) problem {
 	t := http.StatusText(status)
-	writeProblem(w, problem{Type: "about:blank", Title: t, Status: status, Detail: detail, Error: t, Message: detail})
+	return problem{Type: "about:blank", Title: t, Status: status, Detail: detail, Error: t, Message: detail}
 }
 
 // WriteTooManyRequests writes the 429 answer of docs/semantics.md §5.3:
@@ -45,29 +56,47 @@ func WriteProblem(w http.ResponseWriter, status int, detail string) {
 func WriteTooManyRequests(w http.ResponseWriter, retryAfter time.Duration, violated []string) {
 	n := retryAfterSeconds(retryAfter)
 	w.Header().Set("Retry-After", strconv.FormatInt(n, 10))
+	writeProblemBody(w, http.StatusTooManyRequests, tooManyRequests(n, violated).marshal())
+}
+
+// tooManyRequests is the problem of a 429 whose Retry-After is n seconds.
+func tooManyRequests(n int64, violated []string) problem {
 	msg := "Rate limit exceeded. Please retry after " + seconds(n) + "."
 	t := http.StatusText(http.StatusTooManyRequests)
 	if violated == nil {
 		violated = []string{} // omitzero keeps an empty, non-nil list
 	}
-	writeProblem(w, problem{
+	return problem{
 		Type: QuotaExceededType, Title: t, Status: http.StatusTooManyRequests, Detail: msg,
 		ViolatedPolicies: violated, Error: t, Message: msg, RetryAfter: n,
-	})
+	}
 }
 
-func writeProblem(w http.ResponseWriter, p problem) {
+// marshal returns p as JSON.
+func (p problem) marshal() []byte {
 	body, err := json.Marshal(p)
 	if err != nil { // only strings and integers: cannot happen
 		panic("httplimit: marshal problem: " + err.Error())
 	}
+	return body
+}
+
+// ProblemHeaders are the headers every problem answer carries besides
+// Content-Length, as name and value pairs.
+var ProblemHeaders = [2][2]string{{"Content-Type", "application/problem+json"}, {"X-Content-Type-Options", "nosniff"}}
+
+// writeProblemBody writes a problem answer of status with body.
+func writeProblemBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
+	for _, kv := range ProblemHeaders {
+		h.Set(kv[0], kv[1])
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(p.Status)
+	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client may be gone; nothing to do about it
 }
+
+func formatInt(n int64) string { return strconv.FormatInt(n, 10) }
 
 // seconds is "1 second" or "N seconds".
 func seconds(n int64) string {

@@ -65,9 +65,9 @@ func newHandler(store ratelimit.Store, clock ratelimit.Clock) (http.Handler, err
 			},
 			{Policy: global, Key: all},
 		},
-		Observe: func(r *http.Request, ev *httplimit.Event) {
+		Observe: func(r httplimit.Request, ev *httplimit.Event) {
 			if ev.Outcome != httplimit.OutcomeAdmitted {
-				log.Printf("%s %s: %s", r.Method, r.URL.Path, ev.Outcome)
+				log.Printf("%s %s: %s", r.Method(), r.Path(), ev.Outcome)
 			}
 		},
 	})

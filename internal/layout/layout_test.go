@@ -26,8 +26,10 @@ var allowed = map[string][]string{
 	"httplimit":                 {"ratelimit"},
 	"metrics":                   {"ratelimit", "github.com/prometheus/"},
 	"config":                    {"ratelimit", "httplimit", "github.com/goccy/go-yaml"},
+	// gateway serves its public listener on fasthttp; httplimit, which
+	// library users import, stays on net/http alone.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
-		"gateway/admin", "github.com/prometheus/"},
+		"gateway/admin", "github.com/prometheus/", "github.com/valyala/fasthttp"},
 	"gateway/admin":      {"ratelimit", "store/memory", "httplimit"},
 	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
 	"cmd/sluice":         {"internal/cli"},

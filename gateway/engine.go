@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// newPublicServer returns the public listener's server: fasthttp, streaming
+// request bodies, with the timeouts of g's configuration, every answer it
+// gives itself in problem+json (engineError), and its connections tracked
+// so that Shutdown can cut off what is still running at its deadline.
+//
+// read_header_timeout is the engine's read timeout: it bounds the wait from
+// a connection's first byte (or a keep-alive connection's next request)
+// until the request's headers and the first byte of its body are in; the
+// handler then sets the read deadline of read_timeout, counted from the
+// request's start, or lifts it.
+func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logger) *publicServer {
+	sc := g.cfg.Server
+	ps := &publicServer{conns: make(map[net.Conn]struct{})}
+	readTimeout := sc.ReadTimeout
+	headerTimeout := sc.ReadHeaderTimeout
+	if headerTimeout <= 0 || readTimeout > 0 && readTimeout < headerTimeout {
+		headerTimeout = readTimeout
+	}
+	ps.Server = &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			if readTimeout > 0 {
+				ctx.SetReadDeadline(ctx.Time().Add(readTimeout)) //nolint:errcheck // a closed connection fails the read anyway
+			} else if headerTimeout > 0 {
+				ctx.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+			}
+			handler(ctx)
+		},
+		ErrorHandler:    func(ctx *fasthttp.RequestCtx, err error) { engineError(ctx, err, g.maxHeaderBytes) },
+		ReadTimeout:     headerTimeout,
+		WriteTimeout:    sc.WriteTimeout,
+		IdleTimeout:     sc.IdleTimeout,
+		ReadBufferSize:  serverReadBufferSize(g.maxHeaderBytes),
+		WriteBufferSize: 16 << 10,
+		// Every body is streamed: the handler is called once the headers
+		// (and at most one byte of the body) are in, and the proxy copies
+		// the body to the upstream as it arrives.
+		StreamRequestBody:            true,
+		MaxRequestBodySize:           1,
+		DisablePreParseMultipartForm: true,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnState:                    ps.track,
+	}
+	return ps
+}
+
+// headerTooLarge is the detail of a 431.
+func headerTooLarge(bound int) string {
+	return fmt.Sprintf("The request line and headers exceed %d bytes.", bound)
+}
+
+// publicServer is the public fasthttp server with its open connections.
+type publicServer struct {
+	*fasthttp.Server
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// track follows the connections the server has open.
+func (ps *publicServer) track(c net.Conn, state fasthttp.ConnState) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	switch state {
+	case fasthttp.StateNew:
+		ps.conns[c] = struct{}{}
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		delete(ps.conns, c)
+	}
+}
+
+// cutOff closes every connection still open.
+func (ps *publicServer) cutOff() int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	n := len(ps.conns)
+	for c := range ps.conns {
+		c.Close()
+	}
+	return n
+}
+
+// engineError answers a request the engine could not read, in the
+// problem+json of docs/semantics.md §5.3: 431 for a header block larger than
+// its buffer, 408 for a request that did not arrive in time, 501 for a
+// transfer coding other than one chunked, 400 for anything malformed. The connection is closed after the answer.
+func engineError(ctx *fasthttp.RequestCtx, err error, bound int) {
+	ctx.SetConnectionClose()
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small) || errors.Is(err, fasthttp.ErrSmallReadBuffer):
+		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, headerTooLarge(bound))
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		writeProblem(ctx, http.StatusRequestTimeout, "The request did not arrive in time.")
+	case errors.Is(err, fasthttp.ErrUnsupportedTransferEncoding) || unsupportedCoding(err):
+		writeProblem(ctx, http.StatusNotImplemented, "Only a single chunked transfer coding is supported.")
+	default:
+		writeProblem(ctx, http.StatusBadRequest, "The request is malformed.")
+	}
+}
+
+// Serve serves the public listener ln; its connections close gracefully
+// (lingerConn).
+func (ps *publicServer) Serve(ln net.Listener) error {
+	return ps.Server.Serve(lingerListener{ln})
+}
+
+// lingerListener accepts connections that close gracefully.
+type lingerListener struct{ net.Listener }
+
+func (l lingerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		return &lingerConn{TCPConn: tc}, nil
+	}
+	return c, nil
+}
+
+// lingerTime bounds how long a closed connection still reads what the
+// client sends.
+const lingerTime = 500 * time.Millisecond
+
+// lingerConn closes its write side first and reads (and drops) what the
+// client still sends for a short while before it closes, as Go's server
+// does: a client still writing a request the server answered early (a 431
+// to an oversize header block, say) then reads the answer instead of a
+// connection reset.
+type lingerConn struct {
+	*net.TCPConn
+	once sync.Once
+}
+
+func (c *lingerConn) Close() error {
+	c.once.Do(func() {
+		if c.TCPConn.CloseWrite() != nil {
+			c.TCPConn.Close()
+			return
+		}
+		go func() {
+			c.TCPConn.SetReadDeadline(time.Now().Add(lingerTime)) //nolint:errcheck // the read below ends either way
+			io.Copy(io.Discard, io.LimitReader(c.TCPConn, 1<<20)) //nolint:errcheck // draining
+			c.TCPConn.Close()
+		}()
+	})
+	return nil
+}
+
+// unsupportedCoding reports whether the engine refused a request for its
+// Transfer-Encoding: several of them, or one it does not know.
+func unsupportedCoding(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "too many transfer-encoding headers") || strings.Contains(msg, "unsupported transfer-encoding")
+}

@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/httplimit"
+)
+
+// exchange is one request's working memory on the public listener, pooled.
+type exchange struct {
+	req      publicRequest
+	res      httplimit.Result
+	segments []string // the path's segments, for matching
+}
+
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+
+// status returns the status recorded for r's answer: 499 when the client
+// went away, else the response's.
+func (r *publicRequest) answered() int {
+	if r.status != 0 {
+		return r.status
+	}
+	return r.ctx.Response.StatusCode()
+}
+
+// servePublic answers one request of the public listener: it is the
+// fasthttp engine's handler. Everything the request goes through past the
+// view (routes, keys, limits) reads it as an httplimit.Request.
+func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
+	x := exchanges.Get().(*exchange)
+	x.req = publicRequest{ctx: ctx, xff: x.req.xff[:0], buf: x.req.buf[:0]}
+	r := &x.req
+	if rt := g.cfg.Server.ReadTimeout; rt > 0 {
+		r.readDeadline = ctx.Time().Add(rt)
+	}
+	if sampled(&g.cfg.Server.AccessLog) {
+		r.entry = newAccessEntry()
+	}
+	route := g.serve(ctx, x)
+	status := r.answered()
+	g.metrics.Request(route, status)
+	if r.entry != nil {
+		g.logAccess(r.Context(), r.method, r.entry, route, status)
+	}
+	x.req = publicRequest{xff: x.req.xff[:0], buf: x.req.buf[:0]}
+	clear(x.segments)
+	x.res.Body = nil
+	exchanges.Put(x)
+}
+
+// serve answers the request and returns the id of the route that matched, or "".
+func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
+	r := &x.req
+	h := &ctx.Request.Header
+	r.method = methodString(h.Method())
+	if n := headerBytes(h); n > g.maxHeaderBytes {
+		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, headerTooLarge(g.maxHeaderBytes))
+		return ""
+	}
+	if status, detail := checkFraming(h); status != 0 {
+		ctx.SetConnectionClose()
+		writeProblem(ctx, status, detail)
+		return ""
+	}
+	if err := r.parseTarget(h.Host(), h.RequestURI(), ctx.RemoteAddr()); err != nil {
+		writeProblem(ctx, http.StatusBadRequest, "The request target cannot be parsed.")
+		return ""
+	}
+	if err := checkQuery(r.query); err != nil {
+		writeProblem(ctx, http.StatusBadRequest, "The query string cannot be parsed: "+err.Error()+".")
+		return ""
+	}
+	in := newInbound(r.host, r.escaped, r.path, x.segments[:0])
+	x.segments = in.segments
+	for _, rt := range g.routes {
+		if rt.match.match(r, &in) {
+			rt.serve(ctx, r, &x.res)
+			return rt.id
+		}
+	}
+	detail := "No route matches this request."
+	switch {
+	case in.refused != "":
+		detail = "No route takes a path with " + in.refused + " (see the path rules in docs/operations.md)."
+	case in.encodedSlash:
+		detail = `No route matches this request: a path with an encoded "/" or "\" matches only routes with allow_encoded_slash (see the path rules in docs/operations.md).`
+	}
+	writeProblem(ctx, http.StatusNotFound, detail)
+	return ""
+}
+
+// serve runs the route's limits, then its proxy or fixed answer.
+func (rt *route) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result) {
+	if rt.mw == nil {
+		rt.final(ctx, r, nil)
+		return
+	}
+	rt.mw.Decide(r, res)
+	if res.Forward {
+		rt.final(ctx, r, res)
+		return
+	}
+	if res.Status == 0 { // the client went away during a shape-mode hold
+		r.status = statusClientClosed
+		ctx.SetConnectionClose()
+		return
+	}
+	setRateLimitHeaders(&ctx.Response, res)
+	if res.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(res.RetryAfter, 10))
+	}
+	writeProblemBody(ctx, res.Status, res.Body)
+}
+
+// writeProblem answers with the problem+json body of docs/semantics.md §5.3.
+func writeProblem(ctx *fasthttp.RequestCtx, status int, detail string) {
+	writeProblemBody(ctx, status, httplimit.ProblemBody(status, detail))
+}
+
+// writeProblemBody answers status with a problem body; headers set before
+// (rate-limit headers, Retry-After) stay.
+func writeProblemBody(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	w := &ctx.Response
+	for _, kv := range httplimit.ProblemHeaders {
+		w.Header.Set(kv[0], kv[1])
+	}
+	w.SetStatusCode(status)
+	w.SetBody(body)
+}
+
+// methodString returns the request method as a string, without an
+// allocation for the common ones.
+func methodString(m []byte) string {
+	switch string(m) { // no allocation: the compiler compares the bytes
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "HEAD":
+		return "HEAD"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "PATCH":
+		return "PATCH"
+	case "OPTIONS":
+		return "OPTIONS"
+	}
+	return string(m)
+}

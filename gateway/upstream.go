@@ -1,0 +1,186 @@
+package gateway
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/httplimit"
+)
+
+// dialTimeout bounds connecting to an upstream.
+const dialTimeout = 10 * time.Second
+
+// upstreams holds one keep-alive connection pool (a fasthttp.HostClient)
+// per upstream address, shared by the routes of one gateway.
+type upstreams struct {
+	mu      sync.Mutex
+	clients map[string]*fasthttp.HostClient
+}
+
+func newUpstreams() *upstreams {
+	return &upstreams{clients: make(map[string]*fasthttp.HostClient)}
+}
+
+// client returns the pool for addr (host:port), over TLS when tls is set.
+func (u *upstreams) client(addr string, tls bool) *fasthttp.HostClient {
+	key := addr
+	if tls {
+		key = "tls " + addr
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c := u.clients[key]; c != nil {
+		return c
+	}
+	c := &fasthttp.HostClient{
+		Addr:  addr,
+		IsTLS: tls,
+		Dial:  func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
+		// The gateway's own path rules decide which paths pass; the
+		// upstream gets the escaped path as received, never a cleaned one.
+		DisablePathNormalizing:   true,
+		NoDefaultUserAgentHeader: true,
+		// A streamed response is copied to the client as it arrives.
+		StreamResponseBody: true,
+		MaxConns:           1 << 16,
+		// A request is retried (on a fresh connection) only when a pooled
+		// connection turned out closed before any of it was sent; a request
+		// with a body is never retried (its body is a stream).
+		MaxIdemponentCallAttempts: 2,
+		MaxIdleConnDuration:       90 * time.Second,
+		ReadBufferSize:            16 << 10,
+	}
+	u.clients[key] = c
+	return c
+}
+
+// close closes every pool's idle connections.
+func (u *upstreams) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, c := range u.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+// upgradeOf returns the protocol a request asks to switch to (Connection:
+// upgrade with Upgrade: NAME), or "".
+func upgradeOf(h *fasthttp.RequestHeader) string {
+	up := h.Peek("Upgrade")
+	if len(up) == 0 {
+		return ""
+	}
+	var listed [8]string
+	for _, name := range connectionListed(listed[:0], h.PeekAll("Connection")) {
+		if equalFold(name, "upgrade") {
+			return string(up)
+		}
+	}
+	return ""
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// serveUpgrade forwards a request that asks to switch protocols (a
+// websocket, say) over a connection of its own. When the upstream answers
+// 101, the client's connection is taken from the engine and the two are
+// piped both ways until either side closes; any other answer is passed on
+// as usual.
+func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result, protocol string) {
+	start := time.Now()
+	var deadline time.Time
+	if h.c.timeout > 0 {
+		deadline = start.Add(h.c.timeout)
+	} else {
+		deadline = start.Add(dialTimeout)
+	}
+	conn, err := net.DialTimeout("tcp", h.addr, time.Until(deadline))
+	if err != nil {
+		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
+		h.fail(ctx, r, upstreamFailed(err))
+		return
+	}
+	if h.tls {
+		host, _, _ := net.SplitHostPort(h.addr)
+		conn = tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+	}
+	out := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(out)
+	h.outbound(ctx, r, out, protocol)
+	conn.SetDeadline(deadline) //nolint:errcheck // a failed deadline fails the exchange below
+	bw := bufio.NewWriter(conn)
+	br := bufio.NewReader(conn)
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	if err = out.Write(bw); err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		resp.SkipBody = true
+		err = resp.Header.Read(br)
+	}
+	h.metrics.UpstreamDuration(h.c.route, time.Since(start))
+	if err != nil {
+		conn.Close()
+		h.fail(ctx, r, upstreamFailed(err))
+		return
+	}
+	if resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
+		// Not switching: read the (small) answer whole and pass it on.
+		resp.SkipBody = false
+		err = resp.ReadBody(br, 1<<20)
+		conn.Close()
+		if err != nil {
+			h.fail(ctx, r, upstreamFailed(err))
+			return
+		}
+		h.answerWhole(ctx, resp, res)
+		return
+	}
+	conn.SetDeadline(time.Time{}) //nolint:errcheck // see above
+	head := append([]byte(nil), resp.Header.Header()...)
+	buffered, _ := br.Peek(br.Buffered())
+	buffered = append([]byte(nil), buffered...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(client net.Conn) {
+		defer conn.Close()
+		if _, err := client.Write(head); err != nil {
+			return
+		}
+		if _, err := client.Write(buffered); err != nil {
+			return
+		}
+		done := make(chan struct{}, 2)
+		go func() { io.Copy(conn, client); closeWrite(conn); done <- struct{}{} }()   //nolint:errcheck // either side closing ends the pipe
+		go func() { io.Copy(client, conn); closeWrite(client); done <- struct{}{} }() //nolint:errcheck // as above
+		<-done
+		<-done
+	})
+	r.status = fasthttp.StatusSwitchingProtocols
+}
+
+// closeWrite half-closes c when it can, so the other side sees the end.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite() //nolint:errcheck // best effort
+		return
+	}
+	c.Close()
+}

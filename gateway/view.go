@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/httplimit"
+)
+
+// publicRequest is a request of the public listener seen as an
+// httplimit.Request, the one view that route matching, keys and limits
+// read. It is the fasthttp engine's adapter: nothing past it depends on
+// the engine. Its strings are copies, so they may outlive the request.
+type publicRequest struct {
+	ctx    *fasthttp.RequestCtx
+	method string
+	host   string
+	// target is the request-target as received; escaped the path part of
+	// it, path that decoded, query the part after '?'.
+	target, escaped, path, query string
+	remote                       string
+	// entry is the access log record, nil when the request is not sampled.
+	entry *accessEntry
+	xff   []string
+	buf   []byte // scratch for the proxy's X-Forwarded-For
+	// readDeadline is the read deadline the handler set on the connection
+	// (read_timeout from the request's start), zero for none.
+	readDeadline time.Time
+	// status, when not 0, is the status recorded instead of the response's
+	// (499: the client went away).
+	status int
+}
+
+var _ httplimit.Request = (*publicRequest)(nil)
+
+func (r *publicRequest) Context() context.Context { return requestContext{r} }
+func (r *publicRequest) Method() string           { return r.method }
+func (r *publicRequest) Host() string             { return r.host }
+func (r *publicRequest) Path() string             { return r.path }
+func (r *publicRequest) RawQuery() string         { return r.query }
+func (r *publicRequest) RemoteAddr() string       { return r.remote }
+
+// Header returns the first value of a header; Host is not one (see Host).
+func (r *publicRequest) Header(name string) string {
+	if name == "Host" {
+		return ""
+	}
+	v := r.ctx.Request.Header.Peek(name)
+	if len(v) == 0 {
+		return ""
+	}
+	return string(v)
+}
+
+// HeaderValues returns every value of a header.
+func (r *publicRequest) HeaderValues(name string) []string {
+	if name == "Host" {
+		return nil
+	}
+	r.xff = r.xff[:0]
+	for _, v := range r.ctx.Request.Header.PeekAll(name) {
+		r.xff = append(r.xff, string(v))
+	}
+	if len(r.xff) == 0 {
+		return nil
+	}
+	return r.xff
+}
+
+// errTarget is a request-target that does not parse.
+var errTarget = errors.New("malformed request target")
+
+// parseTarget fills in r's host from the Host header and r's target,
+// escaped path, decoded path and query from the raw request-target, as
+// url.ParseRequestURI reads it; an absolute-form target's host becomes r's
+// host. A target made only of bytes that need no escaping and are no escape
+// is split directly; any other goes through url.ParseRequestURI, so both
+// give the same path. r's remote address is set from peer; host, target
+// and remote address share one allocation.
+func (r *publicRequest) parseTarget(host, raw []byte, peer net.Addr) error {
+	r.buf = append(append(r.buf[:0], host...), raw...)
+	r.buf = appendAddr(r.buf, peer)
+	all := string(r.buf)
+	r.host = all[:len(host)]
+	raw0 := all[len(host) : len(host)+len(raw)]
+	r.remote = all[len(host)+len(raw):]
+	if plainTarget(raw) {
+		r.target = raw0
+		r.escaped, r.query = r.target, ""
+		for i := 0; i < len(r.target); i++ {
+			if r.target[i] == '?' {
+				r.escaped, r.query = r.target[:i], r.target[i+1:]
+				break
+			}
+		}
+		r.path = r.escaped
+		return nil
+	}
+	r.target = raw0
+	u, err := url.ParseRequestURI(r.target)
+	if err != nil {
+		return errTarget
+	}
+	if u.Host != "" {
+		r.host = u.Host
+	}
+	r.escaped, r.path, r.query = u.EscapedPath(), u.Path, u.RawQuery
+	if r.escaped == "" {
+		r.escaped, r.path = "/", "/"
+	}
+	return nil
+}
+
+// plainTarget reports whether raw is an origin-form target ("/...") whose
+// bytes are all ones a path or query holds as they are: unreserved,
+// sub-delims, ':', '@', '/' and '?', no '%'.
+func plainTarget(raw []byte) bool {
+	if len(raw) == 0 || raw[0] != '/' {
+		return false
+	}
+	for _, c := range raw {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '/' || c == '-' || c == '.' || c == '_' || c == '~' || c == '!' || c == '$' || c == '&' ||
+			c == '\'' || c == '(' || c == ')' || c == '*' || c == '+' || c == ',' || c == '=' || c == ':' || c == '@':
+		case c == '?' || c == ';':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// appendAddr appends a as net/http's Request.RemoteAddr gives it.
+func appendAddr(b []byte, a net.Addr) []byte {
+	switch a := a.(type) {
+	case nil:
+		return b
+	case *net.TCPAddr:
+		return a.AddrPort().AppendTo(b)
+	}
+	return append(b, a.String()...)
+}
+
+// requestContext is a public request's context: the access log entry
+// travels in it (accessKey{}), and it is never cancelled: the engine does
+// not tell when a client leaves, and the end of the server's drain must not
+// fail the store calls of requests still being served.
+type requestContext struct{ r *publicRequest }
+
+func (requestContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (requestContext) Done() <-chan struct{}       { return nil }
+func (requestContext) Err() error                  { return nil }
+
+func (c requestContext) Value(key any) any {
+	if _, ok := key.(accessKey); ok {
+		return c.r.entry
+	}
+	return nil
+}

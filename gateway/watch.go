@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-gw/sluice/httplimit"
+)
+
+var _ httplimit.ClientWatcher = (*publicRequest)(nil)
+
+// WatchClient watches the client's connection while shape mode holds the
+// request: gone is closed when the client closes or resets it. The
+// connection is peeked at, never read, so a request the client pipelined
+// behind this one stays where the engine reads it (and ends the watch).
+func (r *publicRequest) WatchClient() (<-chan struct{}, func()) {
+	tc := tcpConnOf(r.ctx.Conn())
+	if tc == nil {
+		return nil, func() {}
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil, func() {}
+	}
+	gone := make(chan struct{})
+	exited := make(chan struct{})
+	var stopped atomic.Bool
+	go func() {
+		defer close(exited)
+		var b [1]byte
+		rc.Read(func(fd uintptr) bool { //nolint:errcheck // a deadline or a closed connection ends the watch
+			if stopped.Load() {
+				return true
+			}
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			switch {
+			case err == syscall.EAGAIN || err == syscall.EINTR:
+				return false // nothing yet: wait until the connection is readable
+			case err != nil || n == 0:
+				close(gone) // reset, or closed: the client left
+			}
+			return true // a pipelined request, or gone
+		})
+	}()
+	return gone, func() {
+		stopped.Store(true)
+		tc.SetReadDeadline(time.Now()) //nolint:errcheck // wakes the watch; restored below
+		<-exited
+		tc.SetReadDeadline(r.readDeadline) //nolint:errcheck // as the handler set it
+	}
+}
+
+// tcpConnOf returns the TCP connection under a public connection, or nil.
+func tcpConnOf(c net.Conn) *net.TCPConn {
+	switch c := c.(type) {
+	case *lingerConn:
+		return c.TCPConn
+	case *net.TCPConn:
+		return c
+	}
+	return nil
+}
+
+// peerClosed reports whether the other end of an idle TCP connection has
+// closed or reset it, without reading from it (a non-blocking peek). It
+// reports false for a connection it cannot look into (TLS, say).
+func peerClosed(c net.Conn) bool {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	var b [1]byte
+	rc.Read(func(fd uintptr) bool { //nolint:errcheck // the callback does all the work
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = err == nil && n == 0 || err != nil && err != syscall.EAGAIN && err != syscall.EINTR
+		return true
+	})
+	return closed
+}
