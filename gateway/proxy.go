@@ -344,9 +344,7 @@ func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, 
 		return nil, err
 	}
 	br := hc.AcquireReader(conn)
-	resp.StreamBody = true
-	resp.SkipBody = out.Header.IsHead()
-	if err := resp.ReadLimitBody(br, 0); err != nil {
+	if err := readResponse(br, resp, out.Header.IsHead()); err != nil {
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
 		return nil, err
@@ -373,6 +371,35 @@ func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, 
 		hc.ReleaseConn(cc)
 	}
 	return nil, nil
+}
+
+// maxInterimResponses bounds the 1xx responses read before the final one.
+const maxInterimResponses = 100
+
+// readResponse reads the upstream's response headers from br into resp,
+// past any interim (1xx) responses but 101. A body of known length that br
+// already holds whole is read into resp, with no further read on the
+// connection; any other body is left to stream (resp.BodyStream).
+func readResponse(br *bufio.Reader, resp *fasthttp.Response, head bool) error {
+	resp.ResetBody()
+	resp.SkipBody = head
+	for n := 0; ; n++ {
+		if err := resp.Header.Read(br); err != nil {
+			return err
+		}
+		if s := resp.StatusCode(); s < 100 || s > 199 || s == http.StatusSwitchingProtocols {
+			break
+		}
+		if n >= maxInterimResponses {
+			return errors.New("gateway: too many interim responses from the upstream")
+		}
+	}
+	if s := resp.StatusCode(); head || (s >= 100 && s < 200) || s == http.StatusNoContent || s == http.StatusNotModified {
+		return nil // no body
+	}
+	cl := resp.Header.ContentLength()
+	resp.StreamBody = cl < 0 || br.Buffered() < cl
+	return resp.ReadBody(br, 0)
 }
 
 // writeRequest writes out's headers and flushes them, then the body: size
