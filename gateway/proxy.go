@@ -561,18 +561,19 @@ func copyResponseHeader(dst, src *fasthttp.ResponseHeader) {
 // isHop reports whether header k is hop-by-hop or named in listed.
 func isHop(k []byte, listed []string) bool {
 	for _, h := range hopHeaders {
-		if strings.EqualFold(string(k), h) {
+		if len(k) == len(h) && strings.EqualFold(string(k), h) {
 			return true
 		}
 	}
 	for _, h := range listed {
-		if strings.EqualFold(string(k), h) {
+		if len(k) == len(h) && strings.EqualFold(string(k), h) {
 			return true
 		}
 	}
 	// Content-Length and Content-Type are the engine's own: set from the
 	// body and above.
-	return bytes.EqualFold(k, []byte("Content-Length")) || bytes.EqualFold(k, []byte("Content-Type"))
+	return len(k) == len("Content-Length") && bytes.EqualFold(k, []byte("Content-Length")) ||
+		len(k) == len("Content-Type") && bytes.EqualFold(k, []byte("Content-Type"))
 }
 
 // upstreamBody is the upstream's response body as the client's response
