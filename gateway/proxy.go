@@ -176,7 +176,8 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	}
 	oh.Del("X-Real-Ip")
 	if a, ok := h.c.ip.ClientIP(r); ok {
-		oh.Set("X-Real-Ip", a.String())
+		r.buf = a.AppendTo(r.buf[:0])
+		oh.SetBytesV("X-Real-Ip", r.buf)
 	}
 	oh.Del("Forwarded")
 	if fwd := in.PeekAll("Forwarded"); len(fwd) > 0 && h.c.ip.PeerTrusted(r) {
@@ -190,45 +191,44 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 		oh.Set("Host", r.host)
 	}
 	out.UseHostHeader = true
-	oh.SetRequestURI(h.requestURI(r))
+	r.buf = h.appendRequestURI(r.buf[:0], r)
+	oh.SetRequestURIBytes(r.buf)
 	if h.tls {
 		out.URI().SetScheme("https")
 	}
 }
 
-// requestURI is the target sent upstream: the escaped path, less
-// strip_prefix segments, joined to the upstream's base path, and the query
-// joined to the upstream's, as httputil's ProxyRequest.SetURL joins them.
-func (h *proxyHandler) requestURI(r *publicRequest) string {
-	p := stripSegments(r.escaped, h.c.stripPrefix)
-	p = joinURLPath(h.c.target.EscapedPath(), p)
-	q := r.query
-	if tq := h.c.target.RawQuery; tq != "" {
-		if q == "" {
-			q = tq
-		} else {
-			q = tq + "&" + q
-		}
+// appendRequestURI appends the target sent upstream to dst: the escaped
+// path, less strip_prefix segments, joined to the upstream's base path, and
+// the query joined to the upstream's, as httputil's ProxyRequest.SetURL
+// joins them.
+func (h *proxyHandler) appendRequestURI(dst []byte, r *publicRequest) []byte {
+	dst = appendJoinedPath(dst, h.c.target.EscapedPath(), stripSegments(r.escaped, h.c.stripPrefix))
+	tq, q := h.c.target.RawQuery, r.query
+	if tq == "" && q == "" {
+		return dst
 	}
-	if q != "" {
-		return p + "?" + q
+	dst = append(append(dst, '?'), tq...)
+	if tq != "" && q != "" {
+		dst = append(dst, '&')
 	}
-	return p
+	return append(dst, q...)
 }
 
-// joinURLPath joins a base path and a request path with one slash between.
-func joinURLPath(a, b string) string {
+// appendJoinedPath appends base path a joined to request path b, with one
+// slash between, to dst.
+func appendJoinedPath(dst []byte, a, b string) []byte {
 	if a == "" {
-		return b
+		return append(dst, b...)
 	}
 	as, bs := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
 	switch {
 	case as && bs:
-		return a + b[1:]
+		return append(append(dst, a...), b[1:]...)
 	case !as && !bs:
-		return a + "/" + b
+		return append(append(append(dst, a...), '/'), b...)
 	}
-	return a + b
+	return append(append(dst, a...), b...)
 }
 
 // serve forwards r and writes the upstream's answer, streaming its body,
