@@ -67,7 +67,7 @@ func forwardedPath(t *testing.T, base, escaped string, n int) (decoded, raw stri
 	if p, err := url.PathUnescape(escaped); err == nil {
 		r.escaped, r.path = escaped, p
 	}
-	raw = h.requestURI(r)
+	raw = string(h.appendRequestURI(nil, r))
 	decoded, err := url.PathUnescape(raw)
 	if err != nil {
 		t.Fatalf("the proxy sent %q for %q: not an escaped path: %v", raw, escaped, err)

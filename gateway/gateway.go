@@ -243,7 +243,7 @@ func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
-	g.stats.Record(g.clock.Now(), ev)
+	g.stats.Record(g.clock, ev)
 	g.observeAccess(r.Context(), ev)
 }
 

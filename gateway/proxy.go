@@ -176,7 +176,8 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	}
 	oh.Del("X-Real-Ip")
 	if a, ok := h.c.ip.ClientIP(r); ok {
-		oh.Set("X-Real-Ip", a.String())
+		r.buf = a.AppendTo(r.buf[:0])
+		oh.SetBytesV("X-Real-Ip", r.buf)
 	}
 	oh.Del("Forwarded")
 	if fwd := in.PeekAll("Forwarded"); len(fwd) > 0 && h.c.ip.PeerTrusted(r) {
@@ -190,45 +191,44 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 		oh.Set("Host", r.host)
 	}
 	out.UseHostHeader = true
-	oh.SetRequestURI(h.requestURI(r))
+	r.buf = h.appendRequestURI(r.buf[:0], r)
+	oh.SetRequestURIBytes(r.buf)
 	if h.tls {
 		out.URI().SetScheme("https")
 	}
 }
 
-// requestURI is the target sent upstream: the escaped path, less
-// strip_prefix segments, joined to the upstream's base path, and the query
-// joined to the upstream's, as httputil's ProxyRequest.SetURL joins them.
-func (h *proxyHandler) requestURI(r *publicRequest) string {
-	p := stripSegments(r.escaped, h.c.stripPrefix)
-	p = joinURLPath(h.c.target.EscapedPath(), p)
-	q := r.query
-	if tq := h.c.target.RawQuery; tq != "" {
-		if q == "" {
-			q = tq
-		} else {
-			q = tq + "&" + q
-		}
+// appendRequestURI appends the target sent upstream to dst: the escaped
+// path, less strip_prefix segments, joined to the upstream's base path, and
+// the query joined to the upstream's, as httputil's ProxyRequest.SetURL
+// joins them.
+func (h *proxyHandler) appendRequestURI(dst []byte, r *publicRequest) []byte {
+	dst = appendJoinedPath(dst, h.c.target.EscapedPath(), stripSegments(r.escaped, h.c.stripPrefix))
+	tq, q := h.c.target.RawQuery, r.query
+	if tq == "" && q == "" {
+		return dst
 	}
-	if q != "" {
-		return p + "?" + q
+	dst = append(append(dst, '?'), tq...)
+	if tq != "" && q != "" {
+		dst = append(dst, '&')
 	}
-	return p
+	return append(dst, q...)
 }
 
-// joinURLPath joins a base path and a request path with one slash between.
-func joinURLPath(a, b string) string {
+// appendJoinedPath appends base path a joined to request path b, with one
+// slash between, to dst.
+func appendJoinedPath(dst []byte, a, b string) []byte {
 	if a == "" {
-		return b
+		return append(dst, b...)
 	}
 	as, bs := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
 	switch {
 	case as && bs:
-		return a + b[1:]
+		return append(append(dst, a...), b[1:]...)
 	case !as && !bs:
-		return a + "/" + b
+		return append(append(append(dst, a...), '/'), b...)
 	}
-	return a + b
+	return append(append(dst, a...), b...)
 }
 
 // serve forwards r and writes the upstream's answer, streaming its body,
@@ -344,9 +344,7 @@ func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, 
 		return nil, err
 	}
 	br := hc.AcquireReader(conn)
-	resp.StreamBody = true
-	resp.SkipBody = out.Header.IsHead()
-	if err := resp.ReadLimitBody(br, 0); err != nil {
+	if err := readResponse(br, resp, out.Header.IsHead()); err != nil {
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
 		return nil, err
@@ -373,6 +371,35 @@ func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, 
 		hc.ReleaseConn(cc)
 	}
 	return nil, nil
+}
+
+// maxInterimResponses bounds the 1xx responses read before the final one.
+const maxInterimResponses = 100
+
+// readResponse reads the upstream's response headers from br into resp,
+// past any interim (1xx) responses but 101. A body of known length that br
+// already holds whole is read into resp, with no further read on the
+// connection; any other body is left to stream (resp.BodyStream).
+func readResponse(br *bufio.Reader, resp *fasthttp.Response, head bool) error {
+	resp.ResetBody()
+	resp.SkipBody = head
+	for n := 0; ; n++ {
+		if err := resp.Header.Read(br); err != nil {
+			return err
+		}
+		if s := resp.StatusCode(); s < 100 || s > 199 || s == http.StatusSwitchingProtocols {
+			break
+		}
+		if n >= maxInterimResponses {
+			return errors.New("gateway: too many interim responses from the upstream")
+		}
+	}
+	if s := resp.StatusCode(); head || (s >= 100 && s < 200) || s == http.StatusNoContent || s == http.StatusNotModified {
+		return nil // no body
+	}
+	cl := resp.Header.ContentLength()
+	resp.StreamBody = cl < 0 || br.Buffered() < cl
+	return resp.ReadBody(br, 0)
 }
 
 // writeRequest writes out's headers and flushes them, then the body: size
@@ -534,18 +561,19 @@ func copyResponseHeader(dst, src *fasthttp.ResponseHeader) {
 // isHop reports whether header k is hop-by-hop or named in listed.
 func isHop(k []byte, listed []string) bool {
 	for _, h := range hopHeaders {
-		if strings.EqualFold(string(k), h) {
+		if len(k) == len(h) && strings.EqualFold(string(k), h) {
 			return true
 		}
 	}
 	for _, h := range listed {
-		if strings.EqualFold(string(k), h) {
+		if len(k) == len(h) && strings.EqualFold(string(k), h) {
 			return true
 		}
 	}
 	// Content-Length and Content-Type are the engine's own: set from the
 	// body and above.
-	return bytes.EqualFold(k, []byte("Content-Length")) || bytes.EqualFold(k, []byte("Content-Type"))
+	return len(k) == len("Content-Length") && bytes.EqualFold(k, []byte("Content-Length")) ||
+		len(k) == len("Content-Type") && bytes.EqualFold(k, []byte("Content-Type"))
 }
 
 // upstreamBody is the upstream's response body as the client's response

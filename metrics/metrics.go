@@ -13,7 +13,7 @@ package metrics
 import (
 	"errors"
 	"net/http"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +49,7 @@ type Metrics struct {
 	reloads        *prometheus.CounterVec
 	storeKeys      *storeKeys
 	keyOverflow    *prometheus.CounterVec
+	routes         sync.Map // route id -> *routeSeries
 }
 
 // New creates sluice's collectors and registers them on reg. When reg already
@@ -145,11 +146,7 @@ func (m *Metrics) Request(route string, code int) {
 	if m == nil {
 		return
 	}
-	c := "other"
-	if code >= 100 && code <= 599 {
-		c = strconv.Itoa(code)
-	}
-	m.requests.WithLabelValues(route, c).Inc()
+	m.request(route, code).Inc()
 }
 
 // Decision counts one limit's verdict on route under the policy in force.
@@ -157,7 +154,7 @@ func (m *Metrics) Decision(route, policy string, r ratelimit.Verdict) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(route, policy, string(r)).Inc()
+	m.decision(route, policy, string(r)).Inc()
 }
 
 // Decisions counts each limit's verdict of one evaluation (docs/semantics.md
@@ -178,7 +175,7 @@ func (m *Metrics) UpstreamDuration(route string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.upstream.WithLabelValues(route).Observe(d.Seconds())
+	m.series(route).upstream.Observe(d.Seconds())
 }
 
 // StoreError counts one failed store call of the given kind.

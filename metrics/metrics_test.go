@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,4 +131,49 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// The per-route series are looked up once and then reused: repeated and
+// concurrent records all land on the right series, codes out of range
+// included.
+func TestRouteSeriesCountEveryRecord(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				m.Request("api", 200)
+				m.Request("api", 99)
+				m.Request("api", 600)
+				m.Request("web", 200)
+				m.Decision("api", "per-user", ratelimit.Allowed)
+				m.Decision("api", "per-user", ratelimit.Denied)
+				m.UpstreamDuration("api", time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range []struct {
+		got  prometheus.Counter
+		want float64
+	}{
+		{m.requests.WithLabelValues("api", "200"), 200},
+		{m.requests.WithLabelValues("api", "other"), 400},
+		{m.requests.WithLabelValues("web", "200"), 200},
+		{m.decisions.WithLabelValues("api", "per-user", "allowed"), 200},
+		{m.decisions.WithLabelValues("api", "per-user", "denied"), 200},
+	} {
+		if v := counterValue(t, c.got); v != c.want {
+			t.Errorf("%v = %v, want %v", c.got.Desc(), v, c.want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := `sluice_upstream_duration_seconds_count{route="api"} 200`; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
 }

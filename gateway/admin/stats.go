@@ -42,8 +42,9 @@ func NewStats(routeIDs []string) *Stats {
 	return s
 }
 
-// Record counts one middleware event at now.
-func (s *Stats) Record(now time.Time, ev *httplimit.Event) {
+// Record counts one middleware event; clock gives the time of a denial for
+// the top keys, and is read only when the event holds one.
+func (s *Stats) Record(clock ratelimit.Clock, ev *httplimit.Event) {
 	c := s.routes[ev.Route]
 	if c == nil {
 		return
@@ -55,12 +56,16 @@ func (s *Stats) Record(now time.Time, ev *httplimit.Event) {
 		c.denied.Add(1)
 	}
 	shadow := false
+	var now time.Time
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		switch {
 		case v.Result == ratelimit.ShadowDenied:
 			shadow = true
 		case v.Result == ratelimit.Denied && !v.Anonymous:
+			if now.IsZero() {
+				now = clock.Now()
+			}
 			s.top.add(now, ev.Route, v.Key)
 		}
 	}

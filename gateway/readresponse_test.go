@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"bufio"
+	"io"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// halves is a reader that gives its first part, then its second, so a
+// bufio.Reader over it holds only the first after one read.
+type halves struct{ parts []string }
+
+func (h *halves) Read(p []byte) (int, error) {
+	if len(h.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, h.parts[0])
+	h.parts[0] = h.parts[0][n:]
+	if h.parts[0] == "" {
+		h.parts = h.parts[1:]
+	}
+	return n, nil
+}
+
+// TestReadResponseWholeOrStream: a body of known length already buffered
+// is read whole, any other streams; interim responses are skipped, and a
+// response without a body reads nothing past its headers.
+func TestReadResponseWholeOrStream(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		parts  []string
+		head   bool
+		status int
+		stream bool
+		body   string
+		rest   string // what br still holds after the body
+	}{
+		{name: "buffered", parts: []string{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokNEXT"}, status: 200, body: "ok", rest: "NEXT"},
+		{name: "interim then buffered", parts: []string{"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, status: 200, body: "ok"},
+		{name: "partly arrived", parts: []string{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123", "456789NEXT"}, status: 200, stream: true, body: "0123456789", rest: "NEXT"},
+		{name: "chunked", parts: []string{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"}, status: 200, stream: true, body: "ok"},
+		{name: "head", parts: []string{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nNEXT"}, head: true, status: 200, rest: "NEXT"},
+		{name: "no content", parts: []string{"HTTP/1.1 204 No Content\r\n\r\nNEXT"}, status: 204, rest: "NEXT"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			br := bufio.NewReader(&halves{parts: append([]string(nil), tt.parts...)})
+			var resp fasthttp.Response
+			if err := readResponse(br, &resp, tt.head); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode() != tt.status {
+				t.Errorf("status %d, want %d", resp.StatusCode(), tt.status)
+			}
+			// Body would drain a stream: BodyStream is asked first.
+			s := resp.BodyStream()
+			if (s != nil) != tt.stream {
+				t.Fatalf("streams: %v, want %v", s != nil, tt.stream)
+			}
+			body := ""
+			if s == nil {
+				body = string(resp.Body())
+			} else {
+				b, err := io.ReadAll(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body = string(b)
+				resp.CloseBodyStream() //nolint:errcheck // read to its end
+			}
+			if body != tt.body {
+				t.Errorf("body %q, want %q", body, tt.body)
+			}
+			rest, _ := io.ReadAll(br)
+			if string(rest) != tt.rest {
+				t.Errorf("left %q after the response, want %q", rest, tt.rest)
+			}
+		})
+	}
+}
