@@ -194,7 +194,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	for i := range keys {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
-	rep := &report{cfg: c, started: time.Now().UTC(), cpus: runtime.NumCPU(), loadBefore: loadAvg()}
+	rep := &report{cfg: c, started: time.Now().UTC(), cpus: runtime.NumCPU(), loadBefore: benchproc.LoadAvg()}
 	for round := range c.repeat {
 		for i := range deps {
 			d := deps[(i+round)%len(deps)] // rotate the order each round
@@ -211,7 +211,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 			}
 		}
 	}
-	rep.loadAfter = loadAvg()
+	rep.loadAfter = benchproc.LoadAvg()
 	return rep, nil
 }
 
@@ -324,18 +324,6 @@ func dbsize(ctx context.Context, s *redistest.Server) (int64, error) {
 		return 0, fmt.Errorf("DBSIZE on %s: unexpected reply %v", s.Addr(), v)
 	}
 	return n, nil
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // report is the run's result.

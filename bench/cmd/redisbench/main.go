@@ -188,8 +188,8 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	}
 	defer srv.stop()
 	rep := &report{cfg: c, started: time.Now().UTC(), redisVersion: srv.version,
-		goVersion: runtime.Version(), cpus: runtime.NumCPU(), procs: runtime.GOMAXPROCS(0), loadBefore: loadAvg()}
-	defer func() { rep.loadAfter = loadAvg() }()
+		goVersion: runtime.Version(), cpus: runtime.NumCPU(), procs: runtime.GOMAXPROCS(0), loadBefore: benchproc.LoadAvg()}
+	defer func() { rep.loadAfter = benchproc.LoadAvg() }()
 	e := &env{addr: srv.addr, goredisPool: c.goredisPool, flushDelay: c.flushDelay}
 	benchBin, benchErr := exec.LookPath(c.redisBenchmark)
 	needCall := benchErr == nil || slices.ContainsFunc(c.impls, func(im impl) bool { return im.needsProbe })
@@ -270,21 +270,6 @@ func runCeilings(ctx context.Context, c *config, bin string, srv *server, call *
 		crs = append(crs, cr)
 	}
 	return medianCeiling(crs), nil
-}
-
-// loadAvg returns the 1-minute load average from /proc/loadavg, or "" where
-// there is none. Other work on the machine skews every figure; the report
-// shows it.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // runFlushed empties the database, then runs one cell of im.

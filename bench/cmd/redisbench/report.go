@@ -75,7 +75,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- Machine: %d CPUs (GOMAXPROCS %d), %s, redis-server %s on loopback TCP, persistence off. "+
 		"The harness, its clients and redis-server share these cores, so every figure includes that contention.\n",
 		r.cpus, r.procs, r.goVersion, r.redisVersion)
-	if r.loadBefore != "" {
+	if r.loadBefore != "n/a" {
 		fmt.Fprintf(&b, "- Load average (1, 5, 15 min) before the run: %s; after: %s. Anything else running on the machine lowers every figure.\n", r.loadBefore, r.loadAfter)
 	}
 	fmt.Fprintf(&b, "- Each cell: %v warm-up, then %v measured; each of `conc` goroutines decides back to back on keys "+
