@@ -19,7 +19,7 @@ type exchange struct {
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
-// status returns the status recorded for r's answer: 499 when the client
+// answered returns the status recorded for r's answer: 499 when the client
 // went away, else the response's.
 func (r *publicRequest) answered() int {
 	if r.status != 0 {
