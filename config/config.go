@@ -280,11 +280,13 @@ type Route struct {
 	Match Match `yaml:"match"`
 	// Upstream is the URL requests are forwarded to: http or https, a host,
 	// optionally a port and a base path (the forwarded path is base +
-	// request path). No query or fragment. Exactly one of Upstream and
-	// Respond is required.
+	// request path). No query or fragment. Exactly one of Upstream,
+	// Respond and ForwardAuth is required.
 	Upstream string `yaml:"upstream"`
 	// StripPrefix is the number of leading path segments removed before
-	// forwarding (stripping every segment leaves "/"). Default 0.
+	// forwarding (stripping every segment leaves "/"). On a forward_auth
+	// route with from: request, the segments removed from the auth
+	// request's path to get the original path. Default 0.
 	StripPrefix int `yaml:"strip_prefix"`
 	// Timeout is the upstream answer deadline; past it the client gets 504.
 	// Upstream routes only. Default 30s.
@@ -294,6 +296,13 @@ type Route struct {
 	PreserveHost bool `yaml:"preserve_host"`
 	// Respond makes the gateway answer itself, with no upstream.
 	Respond *Respond `yaml:"respond"`
+	// ForwardAuth makes the route a decision endpoint for a forward-auth
+	// proxy (Traefik ForwardAuth, Caddy forward_auth, nginx auth_request,
+	// Envoy ext_authz HTTP): Match selects the proxy's auth requests, the
+	// limits decide the original request the proxy describes, and the
+	// answer is 200 with the rate-limit headers or the denial
+	// (docs/forward-auth.md).
+	ForwardAuth *ForwardAuth `yaml:"forward_auth"`
 	// Limits must all admit a request; a denied request consumes from none.
 	// A route may have no limits (a plain proxy route).
 	Limits []Limit `yaml:"limits"`
@@ -339,6 +348,43 @@ type Match struct {
 	// separator. Default false.
 	AllowEncodedSlash bool `yaml:"allow_encoded_slash"`
 }
+
+// ForwardAuth is a forward-auth route's reading of the original request
+// (docs/forward-auth.md). Its limits' keys read the original request: its
+// path, query and host, the auth request's headers (the proxies pass the
+// original request's headers on), and the client IP from X-Forwarded-For
+// through server.trusted_proxies, as for proxied traffic.
+type ForwardAuth struct {
+	// From names where the original method, URI and host are read.
+	// Required, one of:
+	//   - "x-forwarded": X-Forwarded-Method, X-Forwarded-Uri and
+	//     X-Forwarded-Host (Traefik, Caddy, or nginx setting them);
+	//   - "x-original": X-Original-Method, X-Original-URI and
+	//     X-Forwarded-Host (nginx's auth_request convention);
+	//   - "request": the auth request itself, its path after strip_prefix
+	//     segments (Envoy ext_authz HTTP, which sends the original method,
+	//     path_prefix + path, and Host).
+	// With a header source, each of the three headers must be present
+	// exactly once, else the answer is 400: the proxy must set them, and
+	// the endpoint must be reachable only from the proxy.
+	From string `yaml:"from"`
+	// Match, when given, must also hold for the original request. When it
+	// does not, the next forward_auth route is tried (never an upstream or
+	// respond route); past the last, the answer is 404. Default: any
+	// original request that passes the path rules.
+	Match *Match `yaml:"match"`
+	// DenyStatus is the status of a rate-limited answer: 429 (default),
+	// or 403 or 401 for nginx's auth_request, which passes on only 401
+	// and 403 (docs/forward-auth.md maps it back to 429).
+	DenyStatus int `yaml:"deny_status"`
+}
+
+// Forward-auth sources, ForwardAuth.From's values.
+const (
+	FromXForwarded = "x-forwarded"
+	FromXOriginal  = "x-original"
+	FromRequest    = "request"
+)
 
 // Respond is a fixed answer given by the gateway itself.
 type Respond struct {

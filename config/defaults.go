@@ -20,6 +20,7 @@ const (
 	DefaultLocalDenyMaxKeys  = 100_000 // store/localdeny's DefaultMaxKeys
 	DefaultRouteTimeout      = 30 * time.Second
 	DefaultRespondStatus     = 200
+	DefaultDenyStatus        = 429
 	DefaultCost              = 1
 )
 
@@ -67,6 +68,9 @@ func ApplyDefaults(c *Config) {
 		}
 		if r.Respond != nil {
 			setDefault(&r.Respond.Status, DefaultRespondStatus)
+		}
+		if r.ForwardAuth != nil {
+			setDefault(&r.ForwardAuth.DenyStatus, DefaultDenyStatus)
 		}
 		for j := range r.Limits {
 			l := &r.Limits[j]

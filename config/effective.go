@@ -80,20 +80,37 @@ func (c *Config) Effective() string {
 	return w.String()
 }
 
+// match writes m's fields at indent level n.
+func (w *yamlWriter) match(n int, m *Match) {
+	w.kv(n, "path", quote(m.Path))
+	w.kv(n, "methods", flowList(m.Methods))
+	w.kv(n, "host", quote(m.Host))
+	w.kv(n, "headers", flowMap(m.Headers))
+	w.kv(n, "allow_encoded_slash", strconv.FormatBool(m.AllowEncodedSlash))
+}
+
 func (w *yamlWriter) route(r Route) {
 	w.kv(1, "- id", quote(r.ID))
 	w.line(2, "match:")
-	w.kv(3, "path", quote(r.Match.Path))
-	w.kv(3, "methods", flowList(r.Match.Methods))
-	w.kv(3, "host", quote(r.Match.Host))
-	w.kv(3, "headers", flowMap(r.Match.Headers))
-	w.kv(3, "allow_encoded_slash", strconv.FormatBool(r.Match.AllowEncodedSlash))
-	if r.Respond == nil {
+	w.match(3, &r.Match)
+	switch {
+	case r.ForwardAuth != nil:
+		w.line(2, "forward_auth:")
+		w.kv(3, "from", quote(r.ForwardAuth.From))
+		if m := r.ForwardAuth.Match; m != nil {
+			w.line(3, "match:")
+			w.match(4, m)
+		}
+		w.kv(3, "deny_status", strconv.Itoa(r.ForwardAuth.DenyStatus))
+		if r.ForwardAuth.From == FromRequest {
+			w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))
+		}
+	case r.Respond == nil:
 		w.kv(2, "upstream", quote(RedactAddress(r.Upstream)))
 		w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))
 		w.kv(2, "timeout", duration(r.Timeout))
 		w.kv(2, "preserve_host", strconv.FormatBool(r.PreserveHost))
-	} else {
+	default:
 		w.line(2, "respond:")
 		w.kv(3, "status", strconv.Itoa(r.Respond.Status))
 		w.kv(3, "body", quote(r.Respond.Body))

@@ -146,6 +146,9 @@ func (v *validator) explicitZeros(c *Config) {
 		if r.Respond != nil {
 			zero(p+".respond.status", r.Respond.Status == 0, "must be an HTTP status from 200 to 599, got 0")
 		}
+		if r.ForwardAuth != nil {
+			zero(p+".forward_auth.deny_status", r.ForwardAuth.DenyStatus == 0, "must be 429, 403 or 401, got 0 (leave it out for 429)")
+		}
 		for j, l := range r.Limits {
 			lp := fmt.Sprintf("%s.limits[%d]", p, j)
 			zero(lp+".cost", l.Cost == 0, "must be at least 1, got 0")
@@ -512,10 +515,20 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 	v.match(p+".match", &r.Match)
 
 	switch {
-	case r.Upstream == "" && r.Respond == nil && !v.bad[p+".upstream"] && !v.bad[p+".respond"]:
-		v.errf(p, "route %q needs an upstream URL or a respond answer", r.ID)
+	case r.Upstream == "" && r.Respond == nil && r.ForwardAuth == nil &&
+		!v.bad[p+".upstream"] && !v.bad[p+".respond"] && !v.bad[p+".forward_auth"]:
+		v.errf(p, "route %q needs an upstream URL, a respond answer or forward_auth", r.ID)
 	case r.Upstream != "" && r.Respond != nil:
 		v.errf(p+".respond", "route %q has both upstream and respond; give one", r.ID)
+	case r.ForwardAuth != nil && (r.Upstream != "" || r.Respond != nil):
+		other := "upstream"
+		if r.Respond != nil {
+			other = "respond"
+		}
+		v.errf(p+".forward_auth", "route %q has both %s and forward_auth; give one", r.ID, other)
+	}
+	if r.ForwardAuth != nil {
+		v.forwardAuth(p, r)
 	}
 	if r.Upstream != "" {
 		if err := checkUpstream(r.Upstream); err != nil {
@@ -529,18 +542,61 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 		v.errf(p+".strip_prefix", "must be 0 or more path segments, got %d", r.StripPrefix)
 	}
 	if r.Respond != nil {
-		for _, f := range []struct {
-			name string
-			zero bool
-		}{{"strip_prefix", r.StripPrefix == 0}, {"timeout", r.Timeout == 0}, {"preserve_host", !r.PreserveHost}} {
-			if fp := p + "." + f.name; v.given(fp, f.zero) && r.Upstream == "" {
-				v.errf(fp, "%s applies only to routes with an upstream", f.name)
-			}
-		}
+		v.upstreamOnly(p, r, true)
 		v.respond(p+".respond", r.Respond)
 	}
 	for j := range r.Limits {
 		v.limit(c, fmt.Sprintf("%s.limits[%d]", p, j), &r.Limits[j], compiled)
+	}
+}
+
+// forwardSources are ForwardAuth.From's allowed values.
+var forwardSources = []string{FromXForwarded, FromXOriginal, FromRequest}
+
+// forwardAuth checks the forward_auth section of route r at p, and the
+// route fields that do not apply to it.
+func (v *validator) forwardAuth(p string, r *Route) {
+	fa := r.ForwardAuth
+	fp := p + ".forward_auth"
+	switch {
+	case fa.From == "" && !v.bad[fp+".from"]:
+		v.errf(fp+".from", "from is required (allowed: %s; see docs/forward-auth.md)", strings.Join(forwardSources, ", "))
+	case fa.From != "" && !slices.Contains(forwardSources, fa.From):
+		v.errf(fp+".from", "unknown source %q (allowed: %s)", fa.From, strings.Join(forwardSources, ", "))
+	}
+	if fa.Match != nil {
+		v.match(fp+".match", fa.Match)
+	}
+	switch fa.DenyStatus {
+	case 0, 401, 403, 429:
+	default:
+		v.errf(fp+".deny_status", "must be 429, 403 or 401, got %d", fa.DenyStatus)
+	}
+	if fa.From != FromRequest && v.given(p+".strip_prefix", r.StripPrefix == 0) {
+		v.errf(p+".strip_prefix", "strip_prefix applies to a forward_auth route only with from: request, not %q", fa.From)
+	}
+	v.upstreamOnly(p, r, false)
+}
+
+// upstreamOnly reports the fields of route r at p that apply only to routes
+// with an upstream when r has none; strip_prefix among them when
+// stripPrefix is true.
+func (v *validator) upstreamOnly(p string, r *Route, stripPrefix bool) {
+	if r.Upstream != "" {
+		return
+	}
+	type upField struct {
+		name string
+		zero bool
+	}
+	fields := []upField{{"timeout", r.Timeout == 0}, {"preserve_host", !r.PreserveHost}}
+	if stripPrefix {
+		fields = append([]upField{{"strip_prefix", r.StripPrefix == 0}}, fields...)
+	}
+	for _, f := range fields {
+		if fp := p + "." + f.name; v.given(fp, f.zero) {
+			v.errf(fp, "%s applies only to routes with an upstream", f.name)
+		}
 	}
 }
 

@@ -87,6 +87,12 @@ type route struct {
 	// filled in), for the admin API; mw is nil when limits is empty.
 	mw     *httplimit.Middleware
 	limits []httplimit.Limit
+	// fwd is a forward_auth route's reading of the original request, nil
+	// for other routes.
+	fwd *forwardAuth
+	// denyStatus, when not 0, replaces the 429 of a rate-limited answer
+	// (forward_auth.deny_status).
+	denyStatus int
 }
 
 // New turns a valid, defaulted configuration (as config.Load returns it) into
@@ -157,9 +163,18 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 // handler (proxy or fixed answer), wrapped to count responses.
 func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock ratelimit.Clock) (*route, error) {
 	var final func(*fasthttp.RequestCtx, *publicRequest, *httplimit.Result)
-	if rc.Respond != nil {
+	var fwd *forwardAuth
+	denyStatus := 0
+	switch {
+	case rc.ForwardAuth != nil:
+		final = forwardAllowed
+		fwd = newForwardAuth(rc.ForwardAuth, rc.StripPrefix)
+		if s := rc.ForwardAuth.DenyStatus; s != http.StatusTooManyRequests {
+			denyStatus = s
+		}
+	case rc.Respond != nil:
 		final = respondHandler(rc.Respond)
-	} else {
+	default:
 		target := rc.UpstreamURL()
 		if target == nil {
 			return nil, errors.New("upstream URL not parsed (config not validated)")
@@ -191,11 +206,13 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 		limits = mw.Limits()
 	}
 	return &route{
-		id:     rc.ID,
-		match:  newMatcher(rc.Match),
-		final:  final,
-		mw:     mw,
-		limits: limits,
+		id:         rc.ID,
+		match:      newMatcher(rc.Match),
+		final:      final,
+		mw:         mw,
+		limits:     limits,
+		fwd:        fwd,
+		denyStatus: denyStatus,
 	}, nil
 }
 

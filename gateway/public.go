@@ -15,6 +15,10 @@ type exchange struct {
 	req      publicRequest
 	res      httplimit.Result
 	segments []string // the path's segments, for matching
+	// fwd is the original request a forward_auth route reads, and
+	// fwdSegments its path's segments.
+	fwd         forwardedRequest
+	fwdSegments []string
 }
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
@@ -48,7 +52,9 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 		g.logAccess(r.Context(), r.method, r.entry, route, status)
 	}
 	x.req = publicRequest{xff: x.req.xff[:0], buf: x.req.buf[:0]}
+	x.fwd = forwardedRequest{}
 	clear(x.segments)
+	clear(x.fwdSegments)
 	x.res.Body = nil
 	exchanges.Put(x)
 }
@@ -77,14 +83,28 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 	}
 	in := newInbound(r.host, r.escaped, r.path, x.segments[:0])
 	x.segments = in.segments
+	// forwardOnly: a forward_auth route took the auth request but not the
+	// original request it describes. Only forward_auth routes are tried
+	// past it, so that an auth request is never proxied or answered as
+	// an ordinary one, which the proxy would take for a verdict.
+	forwardOnly := false
 	for _, rt := range g.routes {
-		if rt.match.match(r, &in) {
-			rt.serve(ctx, r, &x.res)
+		if forwardOnly && rt.fwd == nil || !rt.match.match(r, &in) {
+			continue
+		}
+		if rt.fwd == nil {
+			rt.decide(ctx, r, r, &x.res)
 			return rt.id
 		}
+		if rt.serveForward(ctx, x) {
+			return rt.id
+		}
+		forwardOnly = true
 	}
 	detail := "No route matches this request."
 	switch {
+	case forwardOnly:
+		detail = "No forward_auth route matches the forwarded request."
 	case in.refused != "":
 		detail = "No route takes a path with " + in.refused + " (see the path rules in docs/operations.md)."
 	case in.encodedSlash:
@@ -94,13 +114,16 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 	return ""
 }
 
-// serve runs the route's limits, then its proxy or fixed answer.
-func (rt *route) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result) {
+// decide runs the route's limits on view, the request they read (r
+// itself, or the original request of a forward_auth route), then answers r
+// with the route's final handler (proxy, fixed answer or forward-auth
+// verdict) or the refusal.
+func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplimit.Request, res *httplimit.Result) {
 	if rt.mw == nil {
 		rt.final(ctx, r, nil)
 		return
 	}
-	rt.mw.Decide(r, res)
+	rt.mw.Decide(view, res)
 	if res.Forward {
 		rt.final(ctx, r, res)
 		return
@@ -114,7 +137,11 @@ func (rt *route) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimi
 	if res.RetryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(res.RetryAfter, 10))
 	}
-	writeProblemBody(ctx, res.Status, res.Body)
+	status := res.Status
+	if status == http.StatusTooManyRequests && rt.denyStatus != 0 {
+		status = rt.denyStatus
+	}
+	writeProblemBody(ctx, status, res.Body)
 }
 
 // writeProblem answers with the problem+json body of docs/semantics.md §5.3.

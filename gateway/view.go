@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -76,55 +77,59 @@ func (r *publicRequest) HeaderValues(name string) []string {
 var errTarget = errors.New("malformed request target")
 
 // parseTarget fills in r's host from the Host header and r's target,
-// escaped path, decoded path and query from the raw request-target, as
-// url.ParseRequestURI reads it; an absolute-form target's host becomes r's
-// host. A target made only of bytes that need no escaping and are no escape
-// is split directly; any other goes through url.ParseRequestURI, so both
-// give the same path. r's remote address is set from peer; host, target
-// and remote address share one allocation.
+// escaped path, decoded path and query from the raw request-target (see
+// splitTarget); an absolute-form target's host becomes r's host. r's remote
+// address is set from peer; host, target and remote address share one
+// allocation.
 func (r *publicRequest) parseTarget(host, raw []byte, peer net.Addr) error {
 	r.buf = append(append(r.buf[:0], host...), raw...)
 	r.buf = appendAddr(r.buf, peer)
 	all := string(r.buf)
 	r.host = all[:len(host)]
-	raw0 := all[len(host) : len(host)+len(raw)]
+	r.target = all[len(host) : len(host)+len(raw)]
 	r.remote = all[len(host)+len(raw):]
-	if plainTarget(raw) {
-		r.target = raw0
-		r.escaped, r.query = r.target, ""
-		for i := 0; i < len(r.target); i++ {
-			if r.target[i] == '?' {
-				r.escaped, r.query = r.target[:i], r.target[i+1:]
-				break
-			}
+	var targetHost string
+	var err error
+	r.escaped, r.path, r.query, targetHost, err = splitTarget(r.target)
+	if targetHost != "" {
+		r.host = targetHost
+	}
+	return err
+}
+
+// splitTarget splits a request-target into its escaped path, decoded path
+// and query, as url.ParseRequestURI reads it, and returns the host of an
+// absolute-form target. A target made only of bytes that need no escaping
+// and are no escape is split directly, without an allocation; any other
+// goes through url.ParseRequestURI, so both give the same path.
+func splitTarget(target string) (escaped, path, query, host string, err error) {
+	if plainTarget(target) {
+		escaped = target
+		if i := strings.IndexByte(target, '?'); i >= 0 {
+			escaped, query = target[:i], target[i+1:]
 		}
-		r.path = r.escaped
-		return nil
+		return escaped, escaped, query, "", nil
 	}
-	r.target = raw0
-	u, err := url.ParseRequestURI(r.target)
-	if err != nil {
-		return errTarget
+	u, perr := url.ParseRequestURI(target)
+	if perr != nil {
+		return "", "", "", "", errTarget
 	}
-	if u.Host != "" {
-		r.host = u.Host
+	escaped, path, query = u.EscapedPath(), u.Path, u.RawQuery
+	if escaped == "" {
+		escaped, path = "/", "/"
 	}
-	r.escaped, r.path, r.query = u.EscapedPath(), u.Path, u.RawQuery
-	if r.escaped == "" {
-		r.escaped, r.path = "/", "/"
-	}
-	return nil
+	return escaped, path, query, u.Host, nil
 }
 
 // plainTarget reports whether raw is an origin-form target ("/...") whose
 // bytes are all ones a path or query holds as they are: unreserved,
 // sub-delims, ':', '@', '/' and '?', no '%'.
-func plainTarget(raw []byte) bool {
+func plainTarget(raw string) bool {
 	if len(raw) == 0 || raw[0] != '/' {
 		return false
 	}
-	for _, c := range raw {
-		switch {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		case c == '/' || c == '-' || c == '.' || c == '_' || c == '~' || c == '!' || c == '$' || c == '&' ||
 			c == '\'' || c == '(' || c == ')' || c == '*' || c == '+' || c == ',' || c == '=' || c == ':' || c == '@':

@@ -1,6 +1,7 @@
 // Package sluicetest builds the sluice binary and runs it, for the
 // end-to-end tests, the fault harness and the benchmarks: one way to start
-// the real program and learn where it listens. Import it from tests and
+// the real program and learn where it listens, and to run the other
+// programs the tests put beside it (proxies). Import it from tests and
 // benchmark tools only.
 package sluicetest
 
@@ -41,7 +42,8 @@ func Build(dir string, race bool) (string, error) {
 // Options says how to run the binary.
 type Options struct {
 	// Args are the command-line arguments, such as
-	// []string{"serve", "--config", path}. They must make sluice serve.
+	// []string{"serve", "--config", path}. For [Start] they must make
+	// sluice serve.
 	Args []string
 
 	// Dir is the working directory; empty means ours.
@@ -59,7 +61,8 @@ type Options struct {
 	StartTimeout time.Duration
 }
 
-// Proc is a running sluice process. Its methods are safe for concurrent use.
+// Proc is a running sluice process, or another program [StartProgram]
+// started. Its methods are safe for concurrent use.
 type Proc struct {
 	// Base is the public listener's URL, "http://host:port".
 	Base string
@@ -80,22 +83,11 @@ func Start(binary string, o Options) (*Proc, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 15 * time.Second
 	}
-	p := &Proc{logs: &Log{max: o.MaxLog}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, o.Args...)
-	p.cmd.Dir, p.cmd.Env = o.Dir, o.Env
-	dieWithParent(p.cmd)
 	pr, pw := io.Pipe()
-	p.cmd.Stderr = io.MultiWriter(p.logs, pw)
-	p.cmd.Stdout = p.logs
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("sluicetest: %w", err)
+	p, err := start(binary, o, pw)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		p.cmd.Wait()
-		pw.Close()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.exited)
-	}()
 	t := time.NewTimer(o.StartTimeout)
 	defer t.Stop()
 	select {
@@ -109,6 +101,41 @@ func Start(binary string, o Options) (*Proc, error) {
 		<-p.exited
 		return nil, fmt.Errorf("sluicetest: sluice did not start within %v:\n%s", o.StartTimeout, p.logs)
 	}
+}
+
+// StartProgram runs any program with o.Args, o.Dir and o.Env (such as a
+// proxy a test puts in front of sluice) and returns once it has started:
+// Base and Admin stay empty and o.StartTimeout is not used, so the caller
+// waits for whatever tells that the program is ready. Its output is kept
+// in [Proc.Logs]; it dies with the caller on Linux; stop it with
+// [Proc.Stop], which signals its PID only.
+func StartProgram(binary string, o Options) (*Proc, error) {
+	return start(binary, o, nil)
+}
+
+// start runs binary as o says; stderr is also copied to tee, which is
+// closed when the process exits, when tee is not nil.
+func start(binary string, o Options, tee io.WriteCloser) (*Proc, error) {
+	p := &Proc{logs: &Log{max: o.MaxLog}, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, o.Args...)
+	p.cmd.Dir, p.cmd.Env = o.Dir, o.Env
+	dieWithParent(p.cmd)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if tee != nil {
+		p.cmd.Stderr = io.MultiWriter(p.logs, tee)
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sluicetest: %w", err)
+	}
+	go func() {
+		p.cmd.Wait()
+		if tee != nil {
+			tee.Close()
+		}
+		p.code = p.cmd.ProcessState.ExitCode()
+		close(p.exited)
+	}()
+	return p, nil
 }
 
 // PID returns the process id.
