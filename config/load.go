@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 )
 
@@ -28,7 +29,16 @@ func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, Errors{{File: path, Line: 1, Col: 1, Message: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}}
 	}
-	return Parse(path, data, lookup)
+	c, err := Parse(path, data, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if c.RLS != nil && len(c.RLS.EnvoyConfig) > 0 {
+		if err := c.RLS.loadEnvoyFiles(path, filepath.Dir(path)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Parse parses data, the content of the configuration file filename (used
