@@ -153,7 +153,7 @@ func (v *validator) rls(c *Config) {
 	}
 	if err := checkListen(r.Listen); err != nil {
 		v.errf("rls.listen", "%v", err)
-	} else if r.Listen == c.Server.Listen || r.Listen == c.Admin.Listen {
+	} else if !strings.HasSuffix(r.Listen, ":0") && (r.Listen == c.Server.Listen || r.Listen == c.Admin.Listen) {
 		v.errf("rls.listen", "%q is already server.listen or admin.listen", r.Listen)
 	}
 	for _, f := range []struct {
