@@ -15,7 +15,9 @@ const MaxFileSize = 4 << 20
 // Load reads the configuration file at path and returns it parsed,
 // validated and with defaults applied; see [Parse]. A file that cannot be
 // read gives that error, wrapped (errors.Is(err, fs.ErrNotExist) works);
-// every problem with the file's content is reported as [Errors].
+// every problem with the file's content is reported as [Errors]. Load also
+// reads the envoyproxy/ratelimit files that rls.envoy_config names
+// (relative to path's directory), which Parse does not.
 func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
