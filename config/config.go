@@ -36,6 +36,9 @@ type Config struct {
 	// Routes are tried in file order; the first whose match holds wins. A
 	// request no route matches gets 404. At least one route is required.
 	Routes []Route `yaml:"routes"`
+	// RLS, if set, serves Envoy's rate limit service (gRPC) on its own
+	// listener, deciding with the same policies and store (docs/envoy.md).
+	RLS *RLS `yaml:"rls"`
 
 	policyOrder []string                     // policy names in file order
 	compiled    map[string]*ratelimit.Policy // set by a successful validation

@@ -50,6 +50,9 @@ type decoder struct {
 	anchors map[string][]*ast.AnchorNode // name → anchors in document order
 	size    int                          // of the file, in bytes
 	budget  int                          // values left to decode
+	// verbatim turns ${NAME} expansion off: envoyproxy/ratelimit's files
+	// are read as that service reads them.
+	verbatim bool
 }
 
 // budgetLimit returns the decoder's initial budget.
@@ -447,6 +450,9 @@ func glued(n ast.Node) (string, bool) {
 
 // expand expands variables in s, the text of node n, reporting problems.
 func (d *decoder) expand(n ast.Node, path, s string) (string, bool) {
+	if d.verbatim {
+		return s, true
+	}
 	out, problems := expand(s, d.lookup)
 	for _, p := range problems {
 		d.fail(n, path, "%s", p)

@@ -54,6 +54,8 @@ func ApplyDefaults(c *Config) {
 	}
 	setDefault(&st.LocalDeny.MaxKeys, DefaultLocalDenyMaxKeys)
 
+	applyRLSDefaults(c.RLS)
+
 	for name, p := range c.Policies {
 		if p.Algorithm == ratelimit.LeakyBucket && p.Mode == "" {
 			p.Mode = ratelimit.Police

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 )
 
@@ -14,7 +15,9 @@ const MaxFileSize = 4 << 20
 // Load reads the configuration file at path and returns it parsed,
 // validated and with defaults applied; see [Parse]. A file that cannot be
 // read gives that error, wrapped (errors.Is(err, fs.ErrNotExist) works);
-// every problem with the file's content is reported as [Errors].
+// every problem with the file's content is reported as [Errors]. Load also
+// reads the envoyproxy/ratelimit files that rls.envoy_config names
+// (relative to path's directory), which Parse does not.
 func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -28,7 +31,16 @@ func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, Errors{{File: path, Line: 1, Col: 1, Message: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}}
 	}
-	return Parse(path, data, lookup)
+	c, err := Parse(path, data, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if c.RLS != nil && len(c.RLS.EnvoyConfig) > 0 {
+		if err := c.RLS.loadEnvoyFiles(path, filepath.Dir(path)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Parse parses data, the content of the configuration file filename (used

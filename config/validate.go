@@ -169,12 +169,15 @@ func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 			compiled[name] = p
 		}
 	}
-	if len(c.Routes) == 0 {
-		v.errf("routes", "at least one route is required")
+	if len(c.Routes) == 0 && c.RLS == nil {
+		v.errf("routes", "at least one route (or an rls section) is required")
 	}
 	firstID := map[string]int{}
 	for i := range c.Routes {
 		v.route(c, i, compiled, firstID)
+	}
+	if c.RLS != nil {
+		v.rls(c)
 	}
 	return compiled
 }

@@ -21,8 +21,8 @@ func (g *Gateway) adminHandler() http.Handler {
 		Logins:      g.logins,
 		Stats:       g.stats,
 		Metrics:     metrics.Handler(g.registry),
-		Policy:      g.cfg.Policy,
-		PolicyNames: g.cfg.PolicyNames(),
+		Policy:      g.policy,
+		PolicyNames: g.policyNames(),
 		Config:      g.configSummary(),
 		Logger:      g.log,
 		Clock:       g.clock,
@@ -36,6 +36,9 @@ func (g *Gateway) adminHandler() http.Handler {
 			ar.PolicyFor = rt.mw.PolicyFor
 		}
 		o.Routes = append(o.Routes, ar)
+	}
+	for _, d := range g.rlsDomains() {
+		o.Routes = append(o.Routes, admin.Route{ID: d.Route, Limits: d.Limits, PolicyFor: d.PolicyFor})
 	}
 	return admin.New(adminView{g}, o)
 }
@@ -84,6 +87,13 @@ func (g *Gateway) configSummary() admin.ConfigSummary {
 				lc.Algorithm = string(p.Algorithm())
 			}
 			r.Limits = append(r.Limits, lc)
+		}
+		cs.Routes = append(cs.Routes, r)
+	}
+	for _, d := range g.rlsDomains() {
+		r := admin.RouteConfig{ID: d.Route, Path: "envoy rate limit service", Target: "domain " + d.Name}
+		for _, l := range d.Limits {
+			r.Limits = append(r.Limits, admin.LimitConfig{Policy: l.Policy.Name(), Key: keyText(l.Key), Shadow: l.Shadow, Algorithm: string(l.Policy.Algorithm())})
 		}
 		cs.Routes = append(cs.Routes, r)
 	}

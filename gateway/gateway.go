@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/rls"
 	"github.com/sluice-gw/sluice/store/fallback"
 	"github.com/sluice-gw/sluice/store/redis"
 )
@@ -60,7 +61,10 @@ type Gateway struct {
 	metrics  *metrics.Metrics
 	store    *sharedStore
 	routes   []*route
-	admin    http.Handler
+	// rls is Envoy's rate limit service over the same store, nil without
+	// an rls section.
+	rls   *rls.Service
+	admin http.Handler
 	// ups are the upstream connection pools shared by the proxy routes;
 	// Close closes their idle connections.
 	ups *upstreams
@@ -144,9 +148,18 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		g.store.release()
 		return nil, fmt.Errorf("gateway: %w", errors.Join(errs...))
 	}
+	if cfg.RLS != nil {
+		if g.rls, err = g.buildRLS(cfg.RLS, deps.Clock); err != nil {
+			g.store.release()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	ids := make([]string, len(g.routes))
 	for i, rt := range g.routes {
 		ids[i] = rt.id
+	}
+	for _, d := range g.rlsDomains() {
+		ids = append(ids, d.Route)
 	}
 	g.stats = admin.NewStats(ids)
 	if p := deps.Previous; p != nil && p.logins != nil {

@@ -12,7 +12,18 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/rls"
 )
+
+// rlsListen is c's rls.listen, "" without an rls section.
+func rlsListen(c *config.Config) string {
+	if c.RLS == nil {
+		return ""
+	}
+	return c.RLS.Listen
+}
 
 // Server runs the public and admin listeners in front of the current
 // Gateway and swaps gateways on reload without dropping a request. It is
@@ -29,6 +40,9 @@ type Server struct {
 	admin   *http.Server
 	pubLn   net.Listener
 	adminLn net.Listener
+	// rls and rlsLn serve the rate limit service (rls section), if any.
+	rls     *rls.Server
+	rlsLn   net.Listener
 	errc    chan error
 	retired sync.WaitGroup
 	stop    chan struct{} // closed by Shutdown: retiring gateways stop waiting
@@ -40,7 +54,7 @@ func NewServer(g *Gateway, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{log: log, errc: make(chan error, 2), stop: make(chan struct{})}
+	s := &Server{log: log, errc: make(chan error, 3), stop: make(chan struct{})}
 	s.cur.Store(g)
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	s.public = newPublicServer(s.servePublic, g, log)
@@ -64,6 +78,13 @@ func (s *Server) Start() error {
 	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		s.pubLn.Close()
 		return fmt.Errorf("gateway: admin listen %s: %w", cfg.Admin.Listen, err)
+	}
+	if cfg.RLS != nil {
+		if err = s.startRLS(cfg.RLS); err != nil {
+			s.pubLn.Close()
+			s.adminLn.Close()
+			return err
+		}
 	}
 	go s.servePublicListener(s.pubLn)
 	go s.serve(s.admin, s.adminLn)
@@ -137,6 +158,9 @@ func (s *Server) Swap(g *Gateway) {
 	if oc.Server.Listen != nc.Server.Listen || oc.Admin.Listen != nc.Admin.Listen {
 		s.log.Warn("listen addresses changed; restart sluice to apply", "server.listen", nc.Server.Listen, "admin.listen", nc.Admin.Listen)
 	}
+	if rlsListen(oc) != rlsListen(nc) {
+		s.log.Warn("rls.listen changed; restart sluice to apply", "rls.listen", rlsListen(nc))
+	}
 	if oc.Server.ReadHeaderTimeout != nc.Server.ReadHeaderTimeout || oc.Server.ReadTimeout != nc.Server.ReadTimeout ||
 		oc.Server.WriteTimeout != nc.Server.WriteTimeout || oc.Server.IdleTimeout != nc.Server.IdleTimeout {
 		s.log.Warn("server timeouts changed; restart sluice to apply")
@@ -174,10 +198,16 @@ func (s *Server) retire(old *Gateway, grace time.Duration) {
 // the log). It then closes every gateway. It returns ctx's error when
 // requests had to be cut off.
 func (s *Server) Shutdown(ctx context.Context) error {
+	rlsDone := make(chan error, 1)
+	go func() { rlsDone <- s.shutdownRLS(ctx) }()
 	err := s.public.ShutdownWithContext(ctx)
 	if err != nil {
 		s.log.Warn("shutdown timeout passed; cutting off requests still running", "requests", s.cur.Load().inflight.Load())
 		s.public.cutOff()
+	}
+	if rerr := <-rlsDone; rerr != nil && err == nil {
+		s.log.Warn("shutdown timeout passed; cut off rate limit service calls still running")
+		err = rerr
 	}
 	actx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

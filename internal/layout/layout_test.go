@@ -29,7 +29,11 @@ var allowed = map[string][]string{
 	// gateway serves its public listener on fasthttp; httplimit, which
 	// library users import, stays on net/http alone.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
-		"gateway/admin", "github.com/prometheus/", "github.com/valyala/fasthttp"},
+		"gateway/admin", "rls", "github.com/prometheus/", "github.com/valyala/fasthttp"},
+	// Envoy's rate limit service: the one package with gRPC and Envoy's
+	// API types (and the protobuf runtime they are built on).
+	"rls": {"ratelimit", "httplimit", "config", "google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy",
+		"google.golang.org/protobuf"},
 	"gateway/admin":      {"ratelimit", "store/memory", "httplimit"},
 	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
 	"cmd/sluice":         {"internal/cli"},

@@ -1,0 +1,254 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// RLS configures Envoy's rate limit service (gRPC
+// envoy.service.ratelimit.v3.RateLimitService), served on its own listener
+// with the same policies and store as the routes (docs/envoy.md). Domains
+// come from two places, which may be mixed: envoyproxy/ratelimit's own
+// configuration files, read as they are (EnvoyConfig), and Domains, written
+// in this file, whose descriptors may name any sluice policy.
+type RLS struct {
+	// Listen is the gRPC address, host:port. Default "127.0.0.1:8081".
+	Listen string `yaml:"listen"`
+	// EnvoyConfig lists envoyproxy/ratelimit configuration files, or
+	// directories whose *.yaml and *.yml files are read (not recursively),
+	// relative to this file's directory. Each file is one domain: domain,
+	// descriptors (key, value, rate_limit {unit, requests_per_unit,
+	// unlimited, name, replaces}, shadow_mode, detailed_metric,
+	// value_to_metric, share_threshold, descriptors). They are read again on
+	// every reload.
+	EnvoyConfig []string `yaml:"envoy_config"`
+	// Domains are domains written here, in the same shape as an
+	// envoyproxy/ratelimit file, where a descriptor may give `policy: NAME`
+	// (any policy of this file) instead of `rate_limit`. A domain may be
+	// defined once, here or in one EnvoyConfig file.
+	Domains []RLSDomain `yaml:"domains"`
+	// MaxDescriptors caps the descriptors of one request; a request with
+	// more is refused (INVALID_ARGUMENT). Default 64.
+	MaxDescriptors int `yaml:"max_descriptors"`
+	// MaxEntries caps the entries of one descriptor; a descriptor with more
+	// is refused (INVALID_ARGUMENT). Default 16.
+	MaxEntries int `yaml:"max_entries"`
+	// MaxMessageBytes caps the size of one request message; a larger one is
+	// refused (RESOURCE_EXHAUSTED) before it is decoded. Default 65536.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+
+	envoy []RLSDomain // read from EnvoyConfig by Load
+}
+
+// RLS defaults.
+const (
+	DefaultRLSListen          = "127.0.0.1:8081"
+	DefaultRLSMaxDescriptors  = 64
+	DefaultRLSMaxEntries      = 16
+	DefaultRLSMaxMessageBytes = 64 << 10
+)
+
+// AllDomains returns the domains of Domains followed by those Load read
+// from EnvoyConfig, each with File set to where it was defined.
+func (r *RLS) AllDomains() []RLSDomain {
+	return append(slices.Clone(r.Domains), r.envoy...)
+}
+
+// RLSDomain is one rate-limit domain: the descriptors Envoy sends under it.
+type RLSDomain struct {
+	// Domain is the name Envoy's rate limit filter sends (its `domain`).
+	// Required; unique.
+	Domain string `yaml:"domain"`
+	// Descriptors are the top level of the descriptor tree.
+	Descriptors []RLSDescriptor `yaml:"descriptors"`
+
+	// File is the envoyproxy/ratelimit file the domain was read from, or ""
+	// for a domain of the rls section.
+	File string `yaml:"-"`
+}
+
+// RLSDescriptor is one node of a domain's descriptor tree. A request's
+// descriptor (a list of key/value entries) walks the tree one entry per
+// level; the node reached by its last entry decides, if it has a limit.
+// At each level an entry matches, first, a node with the same key and
+// value; then a node with the same key whose value has '*' wildcards ('*'
+// is any run of characters); then a node with the key and no value, which
+// keeps one budget per distinct value.
+type RLSDescriptor struct {
+	// Key is the entry's key. Required.
+	Key string `yaml:"key"`
+	// Value, if given, is the entry's value, or a pattern with '*'.
+	Value string `yaml:"value"`
+	// Policy names a sluice policy for descriptors ending here (rls section
+	// only; at most one of Policy and RateLimit).
+	Policy string `yaml:"policy"`
+	// RateLimit is envoyproxy/ratelimit's limit: a fixed window of Unit
+	// (second, minute, hour, day, week, month = 30 days, year = 365 days)
+	// admitting RequestsPerUnit, or Unlimited.
+	RateLimit *RLSRateLimit `yaml:"rate_limit"`
+	// ShadowMode counts and reports the limit but never denies.
+	ShadowMode bool `yaml:"shadow_mode"`
+	// DetailedMetric and ValueToMetric are accepted for compatibility;
+	// sluice's metrics never carry descriptor values (docs/envoy.md).
+	DetailedMetric bool `yaml:"detailed_metric"`
+	ValueToMetric  bool `yaml:"value_to_metric"`
+	// ShareThreshold makes every value a wildcard Value matches share one
+	// budget, instead of one budget per value. It needs a '*' in Value.
+	ShareThreshold bool `yaml:"share_threshold"`
+	// QuotaMode is envoyproxy/ratelimit's quota mode, which sluice does not
+	// support; true is an error.
+	QuotaMode bool `yaml:"quota_mode"`
+	// Descriptors are the next level.
+	Descriptors []RLSDescriptor `yaml:"descriptors"`
+}
+
+// RLSRateLimit is an envoyproxy/ratelimit rate_limit block.
+type RLSRateLimit struct {
+	// Unit is second, minute, hour, day, week, month or year, in any case.
+	Unit string `yaml:"unit"`
+	// RequestsPerUnit is the window's limit, at least 1.
+	RequestsPerUnit int64 `yaml:"requests_per_unit"`
+	// Unlimited makes descriptors ending here never limited; Unit must then
+	// be left out.
+	Unlimited bool `yaml:"unlimited"`
+	// Name names the limit for Replaces and is sent back as current_limit's
+	// name.
+	Name string `yaml:"name"`
+	// Replaces lists limits (by Name) that this one switches off when both
+	// match descriptors of one request.
+	Replaces []RLSReplace `yaml:"replaces"`
+}
+
+// RLSReplace is one entry of rate_limit.replaces.
+type RLSReplace struct {
+	// Name is the replaced limit's name. Required.
+	Name string `yaml:"name"`
+}
+
+// RLSUnits are the accepted rate_limit units and their length in seconds,
+// as envoyproxy/ratelimit counts them.
+var RLSUnits = map[string]int64{
+	"second": 1, "minute": 60, "hour": 3600, "day": 86400,
+	"week": 7 * 86400, "month": 30 * 86400, "year": 365 * 86400,
+}
+
+// applyRLSDefaults fills in r's defaults.
+func applyRLSDefaults(r *RLS) {
+	if r == nil {
+		return
+	}
+	setDefault(&r.Listen, DefaultRLSListen)
+	setDefault(&r.MaxDescriptors, DefaultRLSMaxDescriptors)
+	setDefault(&r.MaxEntries, DefaultRLSMaxEntries)
+	setDefault(&r.MaxMessageBytes, DefaultRLSMaxMessageBytes)
+}
+
+// rls checks the rls section.
+func (v *validator) rls(c *Config) {
+	r := c.RLS
+	policies := map[string]bool{}
+	for name := range c.Policies {
+		policies[name] = true
+	}
+	if err := checkListen(r.Listen); err != nil {
+		v.errf("rls.listen", "%v", err)
+	} else if !strings.HasSuffix(r.Listen, ":0") && (r.Listen == c.Server.Listen || r.Listen == c.Admin.Listen) {
+		v.errf("rls.listen", "%q is already server.listen or admin.listen", r.Listen)
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max_descriptors", r.MaxDescriptors}, {"max_entries", r.MaxEntries}, {"max_message_bytes", r.MaxMessageBytes}} {
+		if f.n < 1 {
+			v.errf("rls."+f.name, "must be at least 1, got %d", f.n)
+		}
+	}
+	if r.MaxMessageBytes > 0 && r.MaxMessageBytes < 1024 {
+		v.errf("rls.max_message_bytes", "must be at least 1024, got %d", r.MaxMessageBytes)
+	}
+	for i, p := range r.EnvoyConfig {
+		if strings.TrimSpace(p) == "" {
+			v.errf(fmt.Sprintf("rls.envoy_config[%d]", i), "is empty; give a file or directory")
+		}
+	}
+	seen := map[string]string{}
+	for i := range r.Domains {
+		p := fmt.Sprintf("rls.domains[%d]", i)
+		d := &r.Domains[i]
+		switch {
+		case d.Domain == "":
+			v.errf(p+".domain", "is required")
+		case seen[d.Domain] != "":
+			v.errf(p+".domain", "domain %q is already defined at %s", d.Domain, seen[d.Domain])
+		default:
+			seen[d.Domain] = p
+		}
+		v.rlsDescriptors(p, d.Descriptors, policies, true)
+	}
+}
+
+// rlsDescriptors checks one level of a descriptor tree at path p. own is
+// true in the rls section, where `policy` is allowed; policies holds the
+// names of the valid policies.
+func (v *validator) rlsDescriptors(p string, ds []RLSDescriptor, policies map[string]bool, own bool) {
+	seen := map[string]int{}
+	for i := range ds {
+		d := &ds[i]
+		dp := fmt.Sprintf("descriptors[%d]", i)
+		if p != "" {
+			dp = p + "." + dp
+		}
+		if d.Key == "" {
+			v.errf(dp+".key", "is required")
+		}
+		composite := d.Key + "_" + d.Value
+		if j, dup := seen[composite]; dup && d.Key != "" {
+			v.errf(dp, "duplicate descriptor key %q value %q (also descriptors[%d])", d.Key, d.Value, j)
+		} else {
+			seen[composite] = i
+		}
+		if d.Policy != "" {
+			switch {
+			case !own:
+				v.errf(dp+".policy", "policy is a sluice field; an envoyproxy/ratelimit file gives rate_limit")
+			case d.RateLimit != nil:
+				v.errf(dp+".policy", "give policy or rate_limit, not both")
+			case !policies[d.Policy]:
+				v.errf(dp+".policy", "unknown policy %q", d.Policy)
+			}
+		}
+		if rl := d.RateLimit; rl != nil {
+			v.rlsRateLimit(dp+".rate_limit", rl)
+		}
+		if d.ShareThreshold && !strings.Contains(d.Value, "*") {
+			v.errf(dp+".share_threshold", "needs a wildcard value (one with '*'), got %q", d.Value)
+		}
+		if d.QuotaMode {
+			v.errf(dp+".quota_mode", "quota mode is not supported by sluice (docs/envoy.md)")
+		}
+		v.rlsDescriptors(dp, d.Descriptors, policies, own)
+	}
+}
+
+func (v *validator) rlsRateLimit(p string, rl *RLSRateLimit) {
+	_, unit := RLSUnits[strings.ToLower(rl.Unit)]
+	switch {
+	case rl.Unlimited && rl.Unit != "":
+		v.errf(p+".unit", "should not be given when unlimited is true")
+	case !rl.Unlimited && !unit:
+		v.errf(p+".unit", "invalid rate limit unit %q (allowed: second, minute, hour, day, week, month, year)", rl.Unit)
+	}
+	if !rl.Unlimited && (rl.RequestsPerUnit < 1 || rl.RequestsPerUnit > 1<<32-1) {
+		v.errf(p+".requests_per_unit", "must be from 1 to 4294967295, got %d", rl.RequestsPerUnit)
+	}
+	for j, r := range rl.Replaces {
+		rp := fmt.Sprintf("%s.replaces[%d].name", p, j)
+		switch {
+		case r.Name == "":
+			v.errf(rp, "should not be empty")
+		case r.Name == rl.Name:
+			v.errf(rp, "should not name this limit itself (%q)", r.Name)
+		}
+	}
+}
