@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +55,11 @@ func readDockerfile(t *testing.T) []instruction {
 	return out
 }
 
+// scriptBuilds runs the builds of scripts/build.sh one at a time: they
+// compile the same packages with the same flags, so the second finds them
+// in the build cache instead of compiling them again beside the first.
+var scriptBuilds sync.Mutex
+
 // buildScript runs scripts/build.sh, the build recipe the Dockerfile and
 // scripts/release.sh share, into dir with VERSION and COMMIT set.
 func buildScript(t *testing.T, dir, version, commit string) string {
@@ -61,7 +67,10 @@ func buildScript(t *testing.T, dir, version, commit string) string {
 	bin := filepath.Join(dir, "sluice")
 	cmd := exec.Command("../scripts/build.sh", bin)
 	cmd.Env = append(os.Environ(), "VERSION="+version, "COMMIT="+commit)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	scriptBuilds.Lock()
+	out, err := cmd.CombinedOutput()
+	scriptBuilds.Unlock()
+	if err != nil {
 		t.Fatalf("scripts/build.sh: %v\n%s", err, out)
 	}
 	return bin
@@ -199,7 +208,10 @@ func TestReleaseScript(t *testing.T) {
 	target := runtime.GOOS + "/" + runtime.GOARCH
 	cmd := exec.Command("../scripts/release.sh", dist)
 	cmd.Env = append(os.Environ(), "VERSION=v9.8.7-test", "COMMIT=0123456789ab", "TARGETS="+target)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	scriptBuilds.Lock()
+	out, err := cmd.CombinedOutput()
+	scriptBuilds.Unlock()
+	if err != nil {
 		t.Fatalf("scripts/release.sh: %v\n%s", err, out)
 	}
 	name := "sluice_9.8.7-test_" + runtime.GOOS + "_" + runtime.GOARCH
@@ -214,7 +226,7 @@ func TestReleaseScript(t *testing.T) {
 	}
 	bin := filepath.Join(unpacked, name, "sluice")
 	assertStatic(t, bin)
-	out, err := exec.Command(bin, "version").Output()
+	out, err = exec.Command(bin, "version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
