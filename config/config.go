@@ -36,6 +36,13 @@ type Config struct {
 	// Routes are tried in file order; the first whose match holds wins. A
 	// request no route matches gets 404. At least one route is required.
 	Routes []Route `yaml:"routes"`
+	// Log configures the process log and the access log's format; see [Log].
+	Log Log `yaml:"log"`
+	// Tracing configures OpenTelemetry tracing (default off); see [Tracing].
+	Tracing Tracing `yaml:"tracing"`
+	// Reload configures reloading on a file change (default off; SIGHUP
+	// and POST /admin/v1/reload always work); see [Reload].
+	Reload Reload `yaml:"reload"`
 
 	policyOrder []string                     // policy names in file order
 	compiled    map[string]*ratelimit.Policy // set by a successful validation
