@@ -47,6 +47,22 @@ type Deps struct {
 	// AccessLogger receives the access log records (server.access_log);
 	// nil means Logger.
 	AccessLogger *slog.Logger
+	// Reload, if not nil, reloads the configuration the way SIGHUP does;
+	// the admin API's POST /admin/v1/reload calls it (nil: that endpoint
+	// answers 404). It returns the problems of a configuration that was
+	// not swapped in, one per line, as `sluice check` prints them.
+	Reload func(ctx context.Context) (ReloadResult, error)
+	// Build names the running build for sluice_build_info; the zero value
+	// leaves that metric out.
+	Build BuildInfo
+}
+
+// ReloadResult is what a successful reload reports to the admin API.
+type ReloadResult = admin.ReloadResult
+
+// BuildInfo names a build as `sluice version` prints it.
+type BuildInfo struct {
+	Version, Commit, Go string
 }
 
 // Gateway is one configuration turned into a handler: the routes with their
@@ -71,6 +87,7 @@ type Gateway struct {
 	stats          *admin.Stats
 	logins         *admin.Logins
 	accessLog      *slog.Logger
+	reload         func(context.Context) (ReloadResult, error)
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
 	closed   atomic.Bool
@@ -119,6 +136,10 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	if b := deps.Build; b != (BuildInfo{}) {
+		m.BuildInfo(b.Version, b.Commit, b.Go)
+	}
+	g.reload = deps.Reload
 	g.store, err = openStore(cfg, deps, g.metrics, g.log)
 	if err != nil {
 		return nil, err
@@ -294,8 +315,15 @@ var storeUnavailable = &httplimit.Problem{Status: http.StatusServiceUnavailable,
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 
 // RecordReload counts a config reload in sluice_config_reloads_total: ok
-// when a new gateway was swapped in, failed when the old one kept serving.
-func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok) }
+// when a new gateway was swapped in, failed when the old one kept serving;
+// it sets sluice_config_last_reload_successful and, on success,
+// sluice_config_last_reload_success_timestamp_seconds.
+func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok, time.Now()) }
+
+// RecordStart records the configuration the process started with as a
+// successful load (sluice_config_last_reload_successful 1, the success
+// timestamp now) without counting a reload.
+func (g *Gateway) RecordStart() { g.metrics.ConfigLoaded(time.Now()) }
 
 // Config returns the configuration the gateway was built from. It must not be modified.
 func (g *Gateway) Config() *config.Config { return g.cfg }

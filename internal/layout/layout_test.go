@@ -30,8 +30,10 @@ var allowed = map[string][]string{
 	// library users import, stays on net/http alone.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
 		"gateway/admin", "github.com/prometheus/", "github.com/valyala/fasthttp"},
-	"gateway/admin":      {"ratelimit", "store/memory", "httplimit"},
-	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
+	"gateway/admin": {"ratelimit", "store/memory", "httplimit"},
+	"internal/cli":  {"gateway", "config", "ratelimit", "store/memory", "simulate", "internal/watch"},
+	// reload.watch: the one package that imports fsnotify.
+	"internal/watch":     {"github.com/fsnotify/fsnotify"},
 	"cmd/sluice":         {"internal/cli"},
 	"simulate":           {"ratelimit", "ratelimit/kit", "store/memory", "gonum.org/v1/plot"},
 	"internal/redistest": {},
