@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/tracing"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
@@ -52,9 +53,12 @@ type Deps struct {
 	// answers 404). It returns the problems of a configuration that was
 	// not swapped in, one per line, as `sluice check` prints them.
 	Reload func(ctx context.Context) (ReloadResult, error)
-	// Build names the running build for sluice_build_info; the zero value
-	// leaves that metric out.
+	// Build names the running build for sluice_build_info (and the
+	// service.version of traces); the zero value leaves that metric out.
 	Build BuildInfo
+	// Tracer, if not nil, replaces the tracer the tracing section
+	// describes (for tests). The gateway never shuts it down.
+	Tracer *tracing.Tracer
 }
 
 // ReloadResult is what a successful reload reports to the admin API.
@@ -88,6 +92,10 @@ type Gateway struct {
 	logins         *admin.Logins
 	accessLog      *slog.Logger
 	reload         func(context.Context) (ReloadResult, error)
+	// tracer traces public requests; nil when tracing is off. ownTracer:
+	// built from the configuration, so Close shuts it down.
+	tracer    *tracing.Tracer
+	ownTracer bool
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
 	closed   atomic.Bool
@@ -96,6 +104,7 @@ type Gateway struct {
 // route is one configured route, compiled.
 type route struct {
 	id    string
+	path  string // match.path, the span's http.route
 	match *matcher
 	// final answers a request the limits let through: the proxy or the
 	// fixed answer. res holds the limits' headers, nil without limits.
@@ -140,6 +149,9 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		m.BuildInfo(b.Version, b.Commit, b.Go)
 	}
 	g.reload = deps.Reload
+	if err := g.openTracer(deps); err != nil {
+		return nil, err
+	}
 	g.store, err = openStore(cfg, deps, g.metrics, g.log)
 	if err != nil {
 		return nil, err
@@ -213,6 +225,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 	}
 	return &route{
 		id:     rc.ID,
+		path:   rc.Match.Path,
 		match:  newMatcher(rc.Match),
 		final:  final,
 		mw:     mw,
@@ -266,6 +279,7 @@ func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 	}
 	g.stats.Record(g.clock, ev)
 	g.observeAccess(r.Context(), ev)
+	g.traceDecision(r, ev)
 }
 
 // fellBack returns the hook that counts route's decisions made without
@@ -275,6 +289,7 @@ func (g *Gateway) fellBack(route string) func(context.Context, fallback.Mode) {
 	return func(ctx context.Context, mode fallback.Mode) {
 		g.metrics.FallbackDecision(route, string(mode))
 		noteFallback(ctx, string(mode))
+		g.traceFallback(ctx, string(mode))
 	}
 }
 
@@ -363,6 +378,7 @@ func (g *Gateway) Close() error {
 	}
 	g.ups.close()
 	g.logins.Close()
+	g.closeTracer()
 	return g.store.release()
 }
 

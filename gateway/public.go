@@ -41,9 +41,15 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 	if sampled(&g.cfg.Server.AccessLog) {
 		r.entry = newAccessEntry()
 	}
+	if g.tracer != nil {
+		g.startSpan(ctx, r)
+	}
 	route := g.serve(ctx, x)
 	status := r.answered()
 	g.metrics.Request(route, status)
+	if r.span.On() {
+		r.span.End(status)
+	}
 	if r.entry != nil {
 		g.logAccess(r.Context(), r.method, r.entry, route, status)
 	}
@@ -79,6 +85,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 	x.segments = in.segments
 	for _, rt := range g.routes {
 		if rt.match.match(r, &in) {
+			r.span.Route(rt.id, rt.path, r.method)
 			rt.serve(ctx, r, &x.res)
 			return rt.id
 		}

@@ -29,9 +29,12 @@ var allowed = map[string][]string{
 	// gateway serves its public listener on fasthttp; httplimit, which
 	// library users import, stays on net/http alone.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
-		"gateway/admin", "github.com/prometheus/", "github.com/valyala/fasthttp"},
-	"gateway/admin": {"ratelimit", "store/memory", "httplimit"},
-	"internal/cli":  {"gateway", "config", "ratelimit", "store/memory", "simulate", "internal/watch"},
+		"gateway/admin", "internal/tracing", "github.com/prometheus/", "github.com/valyala/fasthttp"},
+	// OpenTelemetry tracing of the public listener: the one package that
+	// imports it.
+	"internal/tracing": {"go.opentelemetry.io/"},
+	"gateway/admin":    {"ratelimit", "store/memory", "httplimit"},
+	"internal/cli":     {"gateway", "config", "ratelimit", "store/memory", "simulate", "internal/watch"},
 	// reload.watch: the one package that imports fsnotify.
 	"internal/watch":     {"github.com/fsnotify/fsnotify"},
 	"cmd/sluice":         {"internal/cli"},
