@@ -39,6 +39,13 @@ type Config struct {
 	// RLS, if set, serves Envoy's rate limit service (gRPC) on its own
 	// listener, deciding with the same policies and store (docs/envoy.md).
 	RLS *RLS `yaml:"rls"`
+	// Log configures the process log and the access log's format; see [Log].
+	Log Log `yaml:"log"`
+	// Tracing configures OpenTelemetry tracing (default off); see [Tracing].
+	Tracing Tracing `yaml:"tracing"`
+	// Reload configures reloading on a file change (default off; SIGHUP
+	// and POST /admin/v1/reload always work); see [Reload].
+	Reload Reload `yaml:"reload"`
 
 	policyOrder []string                     // policy names in file order
 	compiled    map[string]*ratelimit.Policy // set by a successful validation

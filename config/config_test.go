@@ -508,8 +508,9 @@ func TestMergeCycle(t *testing.T) {
 	}
 }
 
-// Every example shipped in /examples loads. Variables count as set but
-// empty, so ${NAME:-default} takes its default and ${NAME} is "".
+// Every sluice config shipped in /examples loads. Variables count as set
+// but empty, so ${NAME:-default} takes its default and ${NAME} is "".
+// examples/envoy/envoy.yaml is Envoy's own config, not sluice's.
 func TestExamplesLoad(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*.yaml")
 	more, _ := filepath.Glob("../examples/*/*.yaml")
@@ -519,6 +520,9 @@ func TestExamplesLoad(t *testing.T) {
 	}
 	empty := func(string) (string, bool) { return "", true }
 	for _, f := range files {
+		if filepath.ToSlash(f) == "../examples/envoy/envoy.yaml" {
+			continue
+		}
 		if _, err := Load(f, empty); err != nil {
 			t.Errorf("%s:\n%v", f, err)
 		}

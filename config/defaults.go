@@ -41,6 +41,7 @@ func ApplyDefaults(c *Config) {
 	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
 
 	setDefault(&c.Admin.Listen, DefaultAdminListen)
+	observeDefaults(c)
 
 	st := &c.Store
 	setDefault(&st.Type, StoreMemory)

@@ -77,6 +77,7 @@ func (c *Config) Effective() string {
 			w.route(r)
 		}
 	}
+	w.observe(c)
 	return w.String()
 }
 

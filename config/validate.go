@@ -163,6 +163,7 @@ func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 	v.accessLog(&c.Server.AccessLog)
 	v.admin(&c.Admin, &c.Server)
 	v.store(&c.Store)
+	v.observe(c)
 	compiled := make(map[string]*ratelimit.Policy, len(c.Policies))
 	for _, name := range c.PolicyNames() {
 		if p := v.policy(name, c.Policies[name]); p != nil {

@@ -26,6 +26,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		Config:      g.configSummary(),
 		Logger:      g.log,
 		Clock:       g.clock,
+		Reload:      g.reload,
 	}
 	if !g.cfg.Server.AccessLog.RawKeys {
 		o.ShowKey = hashKey

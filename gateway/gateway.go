@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/tracing"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/rls"
@@ -48,6 +49,25 @@ type Deps struct {
 	// AccessLogger receives the access log records (server.access_log);
 	// nil means Logger.
 	AccessLogger *slog.Logger
+	// Reload, if not nil, reloads the configuration the way SIGHUP does;
+	// the admin API's POST /admin/v1/reload calls it (nil: that endpoint
+	// answers 404). It returns the problems of a configuration that was
+	// not swapped in, one per line, as `sluice check` prints them.
+	Reload func(ctx context.Context) (ReloadResult, error)
+	// Build names the running build for sluice_build_info (and the
+	// service.version of traces); the zero value leaves that metric out.
+	Build BuildInfo
+	// Tracer, if not nil, replaces the tracer the tracing section
+	// describes (for tests). The gateway never shuts it down.
+	Tracer *tracing.Tracer
+}
+
+// ReloadResult is what a successful reload reports to the admin API.
+type ReloadResult = admin.ReloadResult
+
+// BuildInfo names a build as `sluice version` prints it.
+type BuildInfo struct {
+	Version, Commit, Go string
 }
 
 // Gateway is one configuration turned into a handler: the routes with their
@@ -75,6 +95,11 @@ type Gateway struct {
 	stats          *admin.Stats
 	logins         *admin.Logins
 	accessLog      *slog.Logger
+	reload         func(context.Context) (ReloadResult, error)
+	// tracer traces public requests; nil when tracing is off. ownTracer:
+	// built from the configuration, so Close shuts it down.
+	tracer    *tracing.Tracer
+	ownTracer bool
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
 	closed   atomic.Bool
@@ -83,6 +108,7 @@ type Gateway struct {
 // route is one configured route, compiled.
 type route struct {
 	id    string
+	path  string // match.path, the span's http.route
 	match *matcher
 	// final answers a request the limits let through: the proxy or the
 	// fixed answer. res holds the limits' headers, nil without limits.
@@ -129,6 +155,13 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	if b := deps.Build; b != (BuildInfo{}) {
+		m.BuildInfo(b.Version, b.Commit, b.Go)
+	}
+	g.reload = deps.Reload
+	if err := g.openTracer(deps); err != nil {
+		return nil, err
+	}
 	g.store, err = openStore(cfg, deps, g.metrics, g.log)
 	if err != nil {
 		return nil, err
@@ -220,6 +253,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 	}
 	return &route{
 		id:         rc.ID,
+		path:       rc.Match.Path,
 		match:      newMatcher(rc.Match),
 		final:      final,
 		mw:         mw,
@@ -275,6 +309,7 @@ func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 	}
 	g.stats.Record(g.clock, ev)
 	g.observeAccess(r.Context(), ev)
+	g.traceDecision(r, ev)
 }
 
 // fellBack returns the hook that counts route's decisions made without
@@ -284,6 +319,7 @@ func (g *Gateway) fellBack(route string) func(context.Context, fallback.Mode) {
 	return func(ctx context.Context, mode fallback.Mode) {
 		g.metrics.FallbackDecision(route, string(mode))
 		noteFallback(ctx, string(mode))
+		g.traceFallback(ctx, string(mode))
 	}
 }
 
@@ -324,8 +360,15 @@ var storeUnavailable = &httplimit.Problem{Status: http.StatusServiceUnavailable,
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 
 // RecordReload counts a config reload in sluice_config_reloads_total: ok
-// when a new gateway was swapped in, failed when the old one kept serving.
-func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok) }
+// when a new gateway was swapped in, failed when the old one kept serving;
+// it sets sluice_config_last_reload_successful and, on success,
+// sluice_config_last_reload_success_timestamp_seconds.
+func (g *Gateway) RecordReload(ok bool) { g.metrics.Reload(ok, time.Now()) }
+
+// RecordStart records the configuration the process started with as a
+// successful load (sluice_config_last_reload_successful 1, the success
+// timestamp now) without counting a reload.
+func (g *Gateway) RecordStart() { g.metrics.ConfigLoaded(time.Now()) }
 
 // Config returns the configuration the gateway was built from. It must not be modified.
 func (g *Gateway) Config() *config.Config { return g.cfg }
@@ -365,6 +408,7 @@ func (g *Gateway) Close() error {
 	}
 	g.ups.close()
 	g.logins.Close()
+	g.closeTracer()
 	return g.store.release()
 }
 

@@ -190,6 +190,9 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	} else {
 		oh.Set("Host", r.host)
 	}
+	if r.span.On() {
+		injectTrace(oh, &r.span)
+	}
 	out.UseHostHeader = true
 	r.buf = h.appendRequestURI(r.buf[:0], r)
 	oh.SetRequestURIBytes(r.buf)

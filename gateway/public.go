@@ -45,9 +45,15 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 	if sampled(&g.cfg.Server.AccessLog) {
 		r.entry = newAccessEntry()
 	}
+	if g.tracer != nil {
+		g.startSpan(ctx, r)
+	}
 	route := g.serve(ctx, x)
 	status := r.answered()
 	g.metrics.Request(route, status)
+	if r.span.On() {
+		r.span.End(status)
+	}
 	if r.entry != nil {
 		g.logAccess(r.Context(), r.method, r.entry, route, status)
 	}
@@ -92,6 +98,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 		if forwardOnly && rt.fwd == nil || !rt.match.match(r, &in) {
 			continue
 		}
+		r.span.Route(rt.id, rt.path, r.method)
 		if rt.fwd == nil {
 			rt.decide(ctx, r, r, &x.res)
 			return rt.id

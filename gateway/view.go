@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/tracing"
 )
 
 // publicRequest is a request of the public listener seen as an
@@ -27,8 +28,10 @@ type publicRequest struct {
 	remote                       string
 	// entry is the access log record, nil when the request is not sampled.
 	entry *accessEntry
-	xff   []string
-	buf   []byte // scratch for the proxy's X-Forwarded-For
+	// span is the request's trace span, off when tracing is.
+	span tracing.Span
+	xff  []string
+	buf  []byte // scratch for the proxy's X-Forwarded-For
 	// readDeadline is the read deadline the handler set on the connection
 	// (read_timeout from the request's start), zero for none.
 	readDeadline time.Time
@@ -153,7 +156,7 @@ func appendAddr(b []byte, a net.Addr) []byte {
 }
 
 // requestContext is a public request's context: the access log entry
-// travels in it (accessKey{}), and it is never cancelled: the engine does
+// (accessKey{}) and the trace span (spanKey{}) travel in it, and it is never cancelled: the engine does
 // not tell when a client leaves, and the end of the server's drain must not
 // fail the store calls of requests still being served.
 type requestContext struct{ r *publicRequest }
@@ -163,8 +166,11 @@ func (requestContext) Done() <-chan struct{}       { return nil }
 func (requestContext) Err() error                  { return nil }
 
 func (c requestContext) Value(key any) any {
-	if _, ok := key.(accessKey); ok {
+	switch key.(type) {
+	case accessKey:
 		return c.r.entry
+	case spanKey:
+		return &c.r.span
 	}
 	return nil
 }

@@ -47,6 +47,9 @@ type Metrics struct {
 	fallbackActive prometheus.Gauge
 	localDeny      *prometheus.CounterVec
 	reloads        *prometheus.CounterVec
+	reloadOK       prometheus.Gauge
+	reloadTime     prometheus.Gauge
+	buildInfo      *prometheus.GaugeVec
 	storeKeys      *storeKeys
 	keyOverflow    *prometheus.CounterVec
 	routes         sync.Map // route id -> *routeSeries
@@ -98,8 +101,20 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}, []string{"route"}))
 	m.reloads = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_config_reloads_total",
-		Help: "Config reloads (SIGHUP) by result: ok (swapped in) or failed (old config kept).",
+		Help: "Config reloads (SIGHUP, POST /admin/v1/reload or reload.watch) by result: ok (swapped in) or failed (old config kept).",
 	}, []string{"result"}))
+	m.reloadOK = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_config_last_reload_successful",
+		Help: "1 when the last config load or reload succeeded, 0 when the last reload failed and the previous config kept serving.",
+	}))
+	m.reloadTime = register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_config_last_reload_success_timestamp_seconds",
+		Help: "Unix time of the last successful config load or reload.",
+	}))
+	m.buildInfo = register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; the labels name the running build as `sluice version` prints it.",
+	}, []string{"version", "commit", "go"}))
 	m.storeKeys = register(reg, &errs, newStoreKeys())
 	m.keyOverflow = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_store_key_overflow_total",
@@ -225,8 +240,10 @@ func (m *Metrics) SetFallbackActive(active bool) {
 }
 
 // Reload counts one config reload: ok when the new config was swapped in,
-// failed when it was rejected and the old one kept serving.
-func (m *Metrics) Reload(ok bool) {
+// failed when it was rejected and the old one kept serving. It sets
+// sluice_config_last_reload_successful, and on success
+// sluice_config_last_reload_success_timestamp_seconds to at.
+func (m *Metrics) Reload(ok bool, at time.Time) {
 	if m == nil {
 		return
 	}
@@ -235,4 +252,32 @@ func (m *Metrics) Reload(ok bool) {
 		result = "ok"
 	}
 	m.reloads.WithLabelValues(result).Inc()
+	m.configLoaded(ok, at)
+}
+
+// ConfigLoaded records the configuration a process started with, loaded at
+// at: sluice_config_last_reload_successful is 1 and the success timestamp is
+// at, as after a successful reload, without counting a reload.
+func (m *Metrics) ConfigLoaded(at time.Time) {
+	if m == nil {
+		return
+	}
+	m.configLoaded(true, at)
+}
+
+func (m *Metrics) configLoaded(ok bool, at time.Time) {
+	if !ok {
+		m.reloadOK.Set(0)
+		return
+	}
+	m.reloadOK.Set(1)
+	m.reloadTime.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// BuildInfo sets sluice_build_info{version, commit, go} to 1.
+func (m *Metrics) BuildInfo(version, commit, goVersion string) {
+	if m == nil {
+		return
+	}
+	m.buildInfo.WithLabelValues(version, commit, goVersion).Set(1)
 }

@@ -84,6 +84,7 @@ func (h *handler) api(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, h.statsView(r))
 		return nil
 	}))
+	mux.Handle("/admin/v1/reload", h.reloadEndpoint())
 	mux.HandleFunc("/admin/v1/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeAPIError(w, r, apiErrorf(http.StatusNotFound, "No admin endpoint at %s.", r.URL.Path))
 	})

@@ -85,6 +85,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock tells the time of the answers; nil means the system clock.
 	Clock ratelimit.Clock
+	// Reload reloads the configuration from its file, as SIGHUP does, for
+	// POST /admin/v1/reload. It returns the problems of a file that was not
+	// swapped in, one per line. Nil answers that endpoint 404.
+	Reload func(ctx context.Context) (ReloadResult, error)
 }
 
 // handler serves one gateway's admin listener.

@@ -10,13 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway"
 )
 
 // Version and Commit identify the build. Release builds set them with
@@ -132,6 +132,14 @@ func configFlag(name string, args []string, def string, env Env) (string, int, b
 
 // versionLine is `sluice <version> <commit> <go version>`.
 func versionLine() string {
+	b := buildInfo()
+	return fmt.Sprintf("sluice %s %s %s", b.Version, b.Commit, b.Go)
+}
+
+// buildInfo names this build: the version and commit stamped at link time,
+// else those of the module build info when there is any, and the Go
+// version.
+func buildInfo() gateway.BuildInfo {
 	v, c := Version, Commit
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
@@ -146,12 +154,7 @@ func versionLine() string {
 			}
 		}
 	}
-	return fmt.Sprintf("sluice %s %s %s", v, c, runtime.Version())
-}
-
-// newLogger logs text lines to w.
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return gateway.BuildInfo{Version: v, Commit: c, Go: runtime.Version()}
 }
 
 // errorLines renders a config load error one problem per line.

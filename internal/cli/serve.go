@@ -19,13 +19,17 @@ func runServe(ctx context.Context, args []string, env Env) int {
 	if !ok {
 		return code
 	}
-	log := newLogger(env.Stderr)
 	cfg, err := config.Load(file, env.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, errorLines(err))
 		return exitError
 	}
-	g, err := gateway.New(cfg, gateway.Deps{Logger: log})
+	lg := newLogs(env.Stderr, cfg.Log)
+	log := lg.log
+	rl := &reloader{file: file, env: env, logs: lg,
+		deps: gateway.Deps{Logger: log, AccessLogger: lg.access, Build: buildInfo()}}
+	rl.deps.Reload = rl.adminReload
+	g, err := gateway.New(cfg, rl.deps)
 	if err != nil {
 		log.Error("building the gateway", "error", err)
 		return exitError
@@ -40,12 +44,27 @@ func runServe(ctx context.Context, args []string, env Env) int {
 		sigs = c
 	}
 	srv := gateway.NewServer(g, log)
+	rl.srv = srv
 	if err := srv.Start(); err != nil {
 		g.Close()
 		log.Error("starting", "error", err)
 		return exitError
 	}
+	g.RecordStart()
 	log.Info("config loaded", "file", file, "routes", len(cfg.Routes), "store", cfg.Store.Type)
+	w, err := rl.watch(cfg)
+	if err != nil {
+		log.Error("reload.watch: cannot watch the config file", "file", file, "error", err)
+		shutdown(srv, log)
+		return exitError
+	}
+	// stop ends the watch before the drain, so no reload races the shutdown.
+	stop := func() int {
+		if w != nil {
+			w.Close()
+		}
+		return shutdown(srv, log)
+	}
 	if env.Started != nil {
 		env.Started(srv.Addr().String(), srv.AdminAddr().String())
 	}
@@ -53,41 +72,20 @@ func runServe(ctx context.Context, args []string, env Env) int {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				reload(file, srv, env, log)
+				rl.reload("SIGHUP") //nolint:errcheck // reload logs and counts its failures
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
-			return shutdown(srv, log)
+			return stop()
 		case <-ctx.Done():
 			log.Info("shutting down", "reason", ctx.Err())
-			return shutdown(srv, log)
+			return stop()
 		case err := <-srv.Err():
 			log.Error("serving", "error", err)
-			shutdown(srv, log)
+			stop()
 			return exitError
 		}
 	}
-}
-
-// reload builds a whole new gateway from file and swaps it in; on any error
-// the old one keeps serving.
-func reload(file string, srv *gateway.Server, env Env, log *slog.Logger) {
-	old := srv.Gateway()
-	cfg, err := config.Load(file, env.LookupEnv)
-	if err != nil {
-		log.Error("reload failed; keeping the running config", "file", file, "errors", errorLines(err))
-		old.RecordReload(false)
-		return
-	}
-	g, err := gateway.New(cfg, gateway.Deps{Logger: log, Registry: old.Registry(), Previous: old})
-	if err != nil {
-		log.Error("reload failed; keeping the running config", "file", file, "error", err)
-		old.RecordReload(false)
-		return
-	}
-	srv.Swap(g)
-	g.RecordReload(true)
-	log.Info("config reloaded", "file", file, "routes", len(cfg.Routes))
 }
 
 // shutdown drains in-flight requests within server.shutdown_timeout.

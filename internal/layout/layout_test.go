@@ -29,13 +29,18 @@ var allowed = map[string][]string{
 	// gateway serves its public listener on fasthttp; httplimit, which
 	// library users import, stays on net/http alone.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
-		"gateway/admin", "rls", "github.com/prometheus/", "github.com/valyala/fasthttp"},
+		"gateway/admin", "rls", "internal/tracing", "github.com/prometheus/", "github.com/valyala/fasthttp"},
 	// Envoy's rate limit service: the one package with gRPC and Envoy's
 	// API types (and the protobuf runtime they are built on).
 	"rls": {"ratelimit", "httplimit", "config", "google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy",
 		"google.golang.org/protobuf"},
-	"gateway/admin":      {"ratelimit", "store/memory", "httplimit"},
-	"internal/cli":       {"gateway", "config", "ratelimit", "store/memory", "simulate"},
+	// OpenTelemetry tracing of the public listener: the one package that
+	// imports it.
+	"internal/tracing": {"go.opentelemetry.io/"},
+	"gateway/admin":    {"ratelimit", "store/memory", "httplimit"},
+	"internal/cli":     {"gateway", "config", "ratelimit", "store/memory", "simulate", "internal/watch"},
+	// reload.watch: the one package that imports fsnotify.
+	"internal/watch":     {"github.com/fsnotify/fsnotify"},
 	"cmd/sluice":         {"internal/cli"},
 	"simulate":           {"ratelimit", "ratelimit/kit", "store/memory", "gonum.org/v1/plot"},
 	"internal/redistest": {},
