@@ -29,7 +29,7 @@ func TestREADMEConfigReferenceFields(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(block), &tree); err != nil {
 		t.Fatalf("the configuration reference is not YAML: %v", err)
 	}
-	paths := yamlPaths(reflect.TypeFor[config.Config](), nil, nil)
+	paths := yamlPaths(reflect.TypeFor[config.Config](), nil, nil, nil)
 	if len(paths) < 40 {
 		t.Fatalf("found only %d yaml keys in config.Config; the walk is broken", len(paths))
 	}
@@ -58,20 +58,28 @@ func referenceBlock(readme string) (string, bool) {
 // yamlPaths returns the path of every yaml key reachable from t, prefixed by
 // prefix. A map's values are under the segment "*", a slice's elements under
 // "[]". Fields without a yaml tag (unexported state, or types that decode
-// themselves from a scalar such as httplimit.KeyPart) add nothing.
-func yamlPaths(t reflect.Type, prefix []string, out [][]string) [][]string {
+// themselves from a scalar such as httplimit.KeyPart) add nothing. A struct
+// that contains itself (rls descriptors nest) is walked once: its recurrence
+// below itself adds no paths, so the reference shows one level.
+func yamlPaths(t reflect.Type, prefix []string, out [][]string, stack []reflect.Type) [][]string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Map:
-		return yamlPaths(t.Elem(), append(prefix, "*"), out)
+		return yamlPaths(t.Elem(), append(prefix, "*"), out, stack)
 	case reflect.Slice:
-		return yamlPaths(t.Elem(), append(prefix, "[]"), out)
+		return yamlPaths(t.Elem(), append(prefix, "[]"), out, stack)
 	case reflect.Struct:
 	default:
 		return out
 	}
+	for _, s := range stack {
+		if s == t {
+			return out
+		}
+	}
+	stack = append(stack, t)
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name == "" || name == "-" || !f.IsExported() {
@@ -79,7 +87,7 @@ func yamlPaths(t reflect.Type, prefix []string, out [][]string) [][]string {
 		}
 		p := append(append([]string(nil), prefix...), name)
 		out = append(out, p)
-		out = yamlPaths(f.Type, p, out)
+		out = yamlPaths(f.Type, p, out, stack)
 	}
 	return out
 }
