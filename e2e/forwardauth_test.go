@@ -37,22 +37,6 @@ routes:
     limits: [{policy: three, key: [header:X-User-Id, path]}]
 `
 
-// requireProgram returns the path of program name, or skips the test with
-// a message when it is not installed, or fails it when CI=true, so that a
-// missing install in CI is noticed.
-func requireProgram(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found under CI=true (install %s): %v", name, pkg, err)
-	}
-	t.Skipf("%s not found, install %s to run this test (with CI=true this is a failure): %v", name, pkg, err)
-	return ""
-}
-
 // upstreamLog is an upstream that records, per original path, the
 // X-RateLimit-Remaining value of each request it sees.
 type upstreamLog struct {
@@ -159,7 +143,7 @@ func checkForwardAuth(t *testing.T, p *proc, up *upstreamLog, base, route string
 // headers it copied with auth_request_set.
 func TestForwardAuthNginx(t *testing.T) {
 	t.Parallel()
-	bin := requireProgram(t, "nginx", "nginx-light")
+	bin := sluicetest.RequireProgram(t, "nginx-light", "nginx")
 	up := &upstreamLog{seen: map[string][]string{}}
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
@@ -252,7 +236,7 @@ http {
 // the upstream (copy_headers).
 func TestForwardAuthCaddy(t *testing.T) {
 	t.Parallel()
-	bin := requireProgram(t, "caddy", "caddy")
+	bin := sluicetest.RequireProgram(t, "caddy", "caddy")
 	up := &upstreamLog{seen: map[string][]string{}}
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)

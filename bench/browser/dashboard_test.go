@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 // findChromium returns the Chromium executable: $SLUICE_CHROMIUM, or
@@ -25,21 +26,8 @@ import (
 // locally and fails under CI=true.
 func findChromium(t *testing.T) string {
 	t.Helper()
-	candidates := []string{os.Getenv("SLUICE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	msg := "chromium not found (apt-get install chromium chromium-driver, or set SLUICE_CHROMIUM)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return sluicetest.RequireProgram(t, "chromium chromium-driver, or set SLUICE_CHROMIUM",
+		os.Getenv("SLUICE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome")
 }
 
 // artifactDir is where the screenshot goes: $SLUICE_ARTIFACTS, else

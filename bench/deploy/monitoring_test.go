@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 	"github.com/sluice-gw/sluice/metrics"
 )
 
@@ -33,26 +34,11 @@ const (
 // exemption cannot outlive its reason.
 var pendingMetrics []string
 
-// promtool returns promtool's path, or skips the test when it is missing
-// (fails it under CI=true, where .ci/run installs Debian's prometheus).
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("promtool is not installed (apt-get install prometheus); CI=true requires it")
-	}
-	t.Skip("promtool is not installed (apt-get install prometheus): skipping the rule checks")
-	return ""
-}
-
 // TestPrometheusRules runs `promtool check rules` on the rules file and
 // `promtool test rules` on its unit tests, which feed synthetic series and
 // expect each alert to fire, or not, with its labels and annotations.
 func TestPrometheusRules(t *testing.T) {
-	tool := promtool(t)
+	tool := sluicetest.RequireProgram(t, "prometheus", "promtool")
 	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
 		cmd := exec.Command(tool, args...)
 		cmd.Dir = monitoringDir
@@ -241,7 +227,7 @@ func dashboardExprs(t *testing.T) map[string]string {
 // TestGrafanaDashboardPromQL has promtool parse every dashboard query, as
 // recording rules in a scratch rules file.
 func TestGrafanaDashboardPromQL(t *testing.T) {
-	tool := promtool(t)
+	tool := sluicetest.RequireProgram(t, "prometheus", "promtool")
 	var b strings.Builder
 	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
 	n := 0

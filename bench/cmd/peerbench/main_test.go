@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 // TestMain lets the test binary serve as the upstream and fasthttp children
@@ -24,31 +24,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// requireTool returns the path of program name, or skips the test with a
-// message when it is not installed, or fails it when CI=true, so that a
-// missing install in CI is noticed (as internal/redistest does for
-// redis-server).
-func requireTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found under CI=true (install %s): %v", name, pkg, err)
-	}
-	t.Skipf("%s not found, install %s to run this test (with CI=true this is a failure): %v", name, pkg, err)
-	return ""
-}
-
 // TestQuickRun runs every cell but Traefik's once for a second at low
 // concurrency and checks that the report has a row per cell with requests
 // per second and CPU per request above zero, no errors, and the ratios to
 // nginx. The Redis cell is left out when redis-server is missing, unless
 // CI=true.
 func TestQuickRun(t *testing.T) {
-	requireTool(t, "nginx", "nginx-light")
-	requireTool(t, "wrk", "wrk")
+	sluicetest.RequireProgram(t, "nginx-light", "nginx")
+	sluicetest.RequireProgram(t, "wrk", "wrk")
 	names := []string{"upstream", "nginx", "fasthttp", "sluice-nolimits", "sluice-memory", "sluice-redis"}
 	if err := redistest.Available(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -109,7 +92,7 @@ func TestQuickRun(t *testing.T) {
 
 // TestNginxConfigValid checks the generated nginx.conf with `nginx -t`.
 func TestNginxConfigValid(t *testing.T) {
-	bin := requireTool(t, "nginx", "nginx-light")
+	bin := sluicetest.RequireProgram(t, "nginx-light", "nginx")
 	dir := filepath.Join(t.TempDir(), "nginx")
 	path, err := writeNginxConfig(dir, 1, 2, "127.0.0.1:2")
 	if err != nil {
@@ -193,7 +176,7 @@ func TestTraefikConfig(t *testing.T) {
 // TestTraefikVersion runs stand-in binaries that print what `traefik
 // version` prints and checks the version and the Redis support read from it.
 func TestTraefikVersion(t *testing.T) {
-	requireTool(t, "sh", "a POSIX shell")
+	sluicetest.RequireProgram(t, "a POSIX shell", "sh")
 	for _, tc := range []struct {
 		version string
 		redis   bool

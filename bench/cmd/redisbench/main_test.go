@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
 // TestQuickRun runs the harness's -quick mode end to end against the
@@ -22,12 +22,7 @@ import (
 // must make decisions without errors and the ceiling must be measured.
 func TestQuickRun(t *testing.T) {
 	redistest.Require(t)
-	if _, err := exec.LookPath("redis-benchmark"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-benchmark not found under CI=true: %v", err)
-		}
-		t.Skipf("redis-benchmark not found (install redis-tools): %v", err)
-	}
+	sluicetest.RequireProgram(t, "redis-tools", "redis-benchmark")
 	out := filepath.Join(t.TempDir(), "report.md")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
