@@ -29,9 +29,14 @@ type ClusterOptions struct {
 	ReplicasPerMaster int
 
 	// Args are extra redis-server arguments for every node, as in
-	// [ServerOptions]. Each node already gets --cluster-enabled yes,
-	// --cluster-node-timeout 1000, its own --cluster-config-file and
-	// --cluster-port.
+	// [ServerOptions]; they come last, so they override the defaults. Each
+	// node already gets --cluster-enabled yes, its own
+	// --cluster-config-file and --cluster-port, and a
+	// --cluster-node-timeout of 1000 ms with replicas (so that a replica
+	// takes over a killed master within seconds) or 15000 ms, Redis's own
+	// default, without (no failover to wait for: a short timeout would
+	// only let a node starved of CPU on a loaded machine be marked failed,
+	// taking the cluster down).
 	Args []string
 
 	// Password, when not empty, is every node's requirepass and masterauth.
@@ -80,9 +85,14 @@ func StartCluster(opts ClusterOptions) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
 	defer cancel()
 
+	nodeTimeout := "1000"
+	if opts.ReplicasPerMaster == 0 {
+		nodeTimeout = "15000"
+	}
+	args := append([]string{"--cluster-node-timeout", nodeTimeout}, opts.Args...)
 	n := opts.Masters * (1 + opts.ReplicasPerMaster)
 	nodes, err := startAll(n, func(int) (*Server, error) {
-		return startServer(ServerOptions{Args: opts.Args, Password: opts.Password, StartTimeout: opts.Timeout}, nodeKind{cluster: true})
+		return startServer(ServerOptions{Args: args, Password: opts.Password, StartTimeout: opts.Timeout}, nodeKind{cluster: true})
 	})
 	if err != nil {
 		return nil, err

@@ -228,7 +228,6 @@ func (s *Server) args() []string {
 			"--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(s.busPort),
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
-			"--cluster-node-timeout", "1000",
 		)
 	}
 	if s.opts.Password != "" {
