@@ -66,6 +66,11 @@ func hammer(t *testing.T, n int, url func(i int) string, header func(i int) []st
 	return codes
 }
 
+// The tests below count the Redis keys the gateway wrote, so every decision
+// must reach Redis: their store timeout (5 s) is far above any call's time
+// on a loaded machine, where a short one would send some decisions to the
+// local fallback, which writes no key.
+
 // TestHostileRedisKeysExpire is row E3, scaled to run in seconds: many
 // distinct keys through the gateway on every algorithm, with limits whose
 // state lasts at most 2 s. Every key the gateway wrote has a TTL, and all of
@@ -78,7 +83,7 @@ func TestHostileRedisKeysExpire(t *testing.T) {
 	const perRoute = 400
 	up := newHostileUpstream(t)
 	pfx := prefix(t) + "-e3"
-	p := start(t, fmt.Sprintf("store: {type: redis, prefix: %s, timeout: 500ms, redis: {addrs: [%q]}}\n", pfx, standalone.Addr())+header+`
+	p := start(t, fmt.Sprintf("store: {type: redis, prefix: %s, timeout: 5s, redis: {addrs: [%q]}}\n", pfx, standalone.Addr())+header+`
 policies:
   token_bucket:   {algorithm: token_bucket,   capacity: 2, rate: 1}
   leaky_bucket:   {algorithm: leaky_bucket,   capacity: 2, rate: 1}
@@ -132,7 +137,7 @@ func TestHostileRedisKeyValues(t *testing.T) {
 	redistest.Check(t, standaloneErr)
 	up := newHostileUpstream(t)
 	pfx := prefix(t) + "-f3"
-	p := start(t, fmt.Sprintf("store: {type: redis, prefix: %s, timeout: 500ms, redis: {addrs: [%q]}}\n", pfx, standalone.Addr())+header+`
+	p := start(t, fmt.Sprintf("store: {type: redis, prefix: %s, timeout: 5s, redis: {addrs: [%q]}}\n", pfx, standalone.Addr())+header+`
 policies:
   two: {algorithm: sliding_log, limit: 2, window: 1h}
 routes:
@@ -173,7 +178,7 @@ func TestHostileBracesDoNotSteerSlots(t *testing.T) {
 	}
 	up := newHostileUpstream(t)
 	pfx := prefix(t) + "-d6"
-	p := start(t, fmt.Sprintf("store: {type: redis, prefix: %s, timeout: 500ms, redis: {mode: cluster, addrs: [%s]}}\n",
+	p := start(t, fmt.Sprintf("store: {type: redis, prefix: %s, timeout: 5s, redis: {mode: cluster, addrs: [%s]}}\n",
 		pfx, `"`+strings.Join(cluster.Addrs(), `", "`)+`"`)+header+`
 policies:
   day: {algorithm: fixed_window, limit: 5, window: 24h}
