@@ -97,7 +97,7 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				res := cell(ctx, t, rs.PID(), reqs, conc, c.warmup, c.duration)
+				res := cell(ctx, t, rs, reqs, conc, c.warmup, c.duration)
 				res.round = round + 1
 				fmt.Fprintf(logw, "rlsbench: %v\n", res)
 				rep.cells = append(rep.cells, res)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
+	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
 // request returns a ShouldRateLimit request of one descriptor with one
@@ -95,6 +97,9 @@ type cellResult struct {
 	cpuKnown    bool
 	trouble     float64 // sluice's store errors and fallbacks during the cell
 	firstErr    string
+	redisCalls  map[string]int64 // Redis commands run in the measured time, by name
+	redisUsec   map[string]int64 // microseconds Redis spent inside them, by name
+	redisErr    string
 }
 
 // rate returns decisions per second.
@@ -127,8 +132,9 @@ func requests(keys int) []*rlsv3.RateLimitRequest {
 // uniformly random user values for warmup, then measures for duration:
 // calls started in the measured time are counted, and the CPU time of the
 // server, of Redis (redisPID) and of this process is read at its start and
-// end.
-func cell(ctx context.Context, t *target, redisPID int, reqs []*rlsv3.RateLimitRequest, conc int, warmup, duration time.Duration) cellResult {
+// end, and Redis's command statistics are reset at its start and read at
+// its end.
+func cell(ctx context.Context, t *target, rs *redistest.Server, reqs []*rlsv3.RateLimitRequest, conc int, warmup, duration time.Duration) cellResult {
 	res := cellResult{server: t.name, conc: conc}
 	var measuring, stop atomic.Bool
 	var firstErr sync.Once
@@ -169,7 +175,10 @@ func cell(ctx context.Context, t *target, redisPID int, reqs []*rlsv3.RateLimitR
 	sleep(ctx, warmup)
 	trouble0, _ := t.storeTrouble()
 	s0, ok1 := benchproc.ProcessCPU(t.pid())
-	r0, ok2 := benchproc.ProcessCPU(redisPID)
+	if _, err := rs.DoContext(ctx, "CONFIG", "RESETSTAT"); err != nil {
+		res.redisErr = err.Error()
+	}
+	r0, ok2 := benchproc.ProcessCPU(rs.PID())
 	h0, ok3 := benchproc.ProcessCPU(os.Getpid())
 	start := time.Now()
 	measuring.Store(true)
@@ -177,8 +186,13 @@ func cell(ctx context.Context, t *target, redisPID int, reqs []*rlsv3.RateLimitR
 	measuring.Store(false)
 	res.elapsed = time.Since(start)
 	s1, ok4 := benchproc.ProcessCPU(t.pid())
-	r1, ok5 := benchproc.ProcessCPU(redisPID)
+	r1, ok5 := benchproc.ProcessCPU(rs.PID())
 	h1, ok6 := benchproc.ProcessCPU(os.Getpid())
+	if info, err := rs.Info("commandstats"); err != nil {
+		res.redisErr = err.Error()
+	} else {
+		res.redisCalls, res.redisUsec = commandStats(info)
+	}
 	stop.Store(true)
 	wg.Wait()
 	trouble1, err := t.storeTrouble()
@@ -199,6 +213,33 @@ func cell(ctx context.Context, t *target, redisPID int, reqs []*rlsv3.RateLimitR
 	slices.Sort(lat)
 	res.p50, res.p99 = quantile(lat, 0.50), quantile(lat, 0.99)
 	return res
+}
+
+// commandStats reads INFO commandstats (cmdstat_NAME:calls=N,usec=U,...)
+// into calls and microseconds by command, leaving out the harness's own
+// INFO and CONFIG.
+func commandStats(info map[string]string) (calls, usec map[string]int64) {
+	calls, usec = map[string]int64{}, map[string]int64{}
+	for k, v := range info {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok || name == "info" || name == "config" {
+			continue
+		}
+		for f := range strings.SplitSeq(v, ",") {
+			key, val, _ := strings.Cut(f, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch key {
+			case "calls":
+				calls[name] += n
+			case "usec":
+				usec[name] += n
+			}
+		}
+	}
+	return calls, usec
 }
 
 // quantile returns the q-quantile (nearest rank) of sorted, or 0 when it is

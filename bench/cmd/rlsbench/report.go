@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +32,8 @@ func (r *report) failures() string {
 		}
 	}
 	for _, c := range r.cells {
-		if c.errs > 0 || c.over > 0 || c.decisions == 0 || c.trouble != 0 {
-			msgs = append(msgs, fmt.Sprintf("round %d %s conc %d: %d decisions, %d errors (%s), %d over limit, store trouble %v", c.round, c.server, c.conc, c.decisions, c.errs, c.firstErr, c.over, c.trouble))
+		if c.errs > 0 || c.over > 0 || c.decisions == 0 || c.trouble != 0 || c.redisErr != "" {
+			msgs = append(msgs, fmt.Sprintf("round %d %s conc %d: %d decisions, %d errors (%s), %d over limit, store trouble %v, redis stats error %q", c.round, c.server, c.conc, c.decisions, c.errs, c.firstErr, c.over, c.trouble, c.redisErr))
 		}
 	}
 	return strings.Join(msgs, "; ")
@@ -153,6 +155,11 @@ func (r *report) markdown() string {
 		}
 	}
 
+	b.WriteString("\n## Redis commands per decision, and µs inside each call (all cells)\n\n| server | commands |\n|---|---|\n")
+	for _, s := range r.servers() {
+		fmt.Fprintf(&b, "| %s | %s |\n", s, r.commandsPerDecision(s))
+	}
+
 	if servers := r.servers(); len(servers) == 2 {
 		fmt.Fprintf(&b, "\n## Ratios %s / %s (of the medians)\n\n", servers[0], servers[1])
 		b.WriteString("| conc | decisions/s | p50 | p99 | server CPU/decision | Redis CPU/decision |\n|---:|---:|---:|---:|---:|---:|\n")
@@ -170,6 +177,36 @@ func (r *report) markdown() string {
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(cols, " | "))
 		}
 	}
-	b.WriteString("\nCPU is user+system time from /proc/PID/stat (10 ms ticks) over the measured time, divided by the decisions; the client goroutines share the cores with the servers and Redis.\n")
+	b.WriteString("\nCPU is user+system time from /proc/PID/stat (10 ms ticks) over the measured time, divided by the decisions; the client goroutines share the cores with the servers and Redis. Redis's command counts and times come from INFO commandstats, reset at the start of each measured time: commands a script runs are counted too, and a script's time includes theirs; no time includes reading and writing the sockets.\n")
 	return b.String()
+}
+
+// commandsPerDecision lists the Redis commands server ran per decision,
+// over all its cells, most frequent first, each with its mean time inside
+// Redis per call, such as "EVALSHA 1.00 (12.3 µs)".
+func (r *report) commandsPerDecision(server string) string {
+	calls, usec := map[string]int64{}, map[string]int64{}
+	var decisions int64
+	for _, c := range r.cells {
+		if c.server != server {
+			continue
+		}
+		decisions += c.decisions
+		for name, n := range c.redisCalls {
+			calls[name] += n
+			usec[name] += c.redisUsec[name]
+		}
+	}
+	if decisions == 0 {
+		return "–"
+	}
+	names := slices.Collect(maps.Keys(calls))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(calls[b], calls[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, n := range names {
+		if per := float64(calls[n]) / float64(decisions); per >= 0.005 {
+			parts = append(parts, fmt.Sprintf("%s %.2f (%.1f µs)", strings.ToUpper(n), per, float64(usec[n])/float64(calls[n])))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
