@@ -155,9 +155,11 @@ func (r *report) markdown() string {
 		}
 	}
 
-	b.WriteString("\n## Redis commands per decision, and µs inside each call (all cells)\n\n| server | commands |\n|---|---|\n")
-	for _, s := range r.servers() {
-		fmt.Fprintf(&b, "| %s | %s |\n", s, r.commandsPerDecision(s))
+	b.WriteString("\n## Redis commands per decision, and µs inside each call (all rounds)\n\n| server | conc | commands |\n|---|---:|---|\n")
+	for _, conc := range c.conc {
+		for _, s := range r.servers() {
+			fmt.Fprintf(&b, "| %s | %d | %s |\n", s, conc, r.commandsPerDecision(s, conc))
+		}
 	}
 
 	if servers := r.servers(); len(servers) == 2 {
@@ -181,14 +183,14 @@ func (r *report) markdown() string {
 	return b.String()
 }
 
-// commandsPerDecision lists the Redis commands server ran per decision,
-// over all its cells, most frequent first, each with its mean time inside
+// commandsPerDecision lists the Redis commands server ran per decision at
+// conc, over all rounds, most frequent first, each with its mean time inside
 // Redis per call, such as "EVALSHA 1.00 (12.3 µs)".
-func (r *report) commandsPerDecision(server string) string {
+func (r *report) commandsPerDecision(server string, conc int) string {
 	calls, usec := map[string]int64{}, map[string]int64{}
 	var decisions int64
 	for _, c := range r.cells {
-		if c.server != server {
+		if c.server != server || c.conc != conc {
 			continue
 		}
 		decisions += c.decisions
