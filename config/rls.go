@@ -319,10 +319,14 @@ func (w *yamlWriter) rlsDescriptors(n int, ds []RLSDescriptor) {
 // that are set.
 func rateLimitFlow(rl *RLSRateLimit) string {
 	var parts []string
+	if rl.Unit != "" {
+		parts = append(parts, "unit: "+quote(rl.Unit))
+	}
+	if rl.RequestsPerUnit != 0 {
+		parts = append(parts, "requests_per_unit: "+strconv.FormatInt(rl.RequestsPerUnit, 10))
+	}
 	if rl.Unlimited {
 		parts = append(parts, "unlimited: true")
-	} else {
-		parts = append(parts, "unit: "+quote(rl.Unit), "requests_per_unit: "+strconv.FormatInt(rl.RequestsPerUnit, 10))
 	}
 	if rl.Name != "" {
 		parts = append(parts, "name: "+quote(rl.Name))
