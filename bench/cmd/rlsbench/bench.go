@@ -46,15 +46,20 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 		rep.redisVersion = info["redis_version"]
 	}
 
-	rlsAddr, _, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	cfgPath, err := writeConfigs(dir, c.checkLimit, rlsAddr, rs.Addr())
-	if err != nil {
-		return nil, fmt.Errorf("write configs: %w", err)
-	}
-	sl, err := startSluice(ctx, sluiceBin, cfgPath, rlsAddr)
+	// Each server listens on ports picked free just before it starts; if
+	// another process takes one first, the server fails and starts again
+	// on new ports.
+	sl, err := withFreshPorts(func() (*target, error) {
+		rlsAddr, _, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cfgPath, err := writeConfigs(dir, c.checkLimit, rlsAddr, rs.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("write configs: %w", err)
+		}
+		return startSluice(ctx, sluiceBin, cfgPath, rlsAddr)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -65,14 +70,16 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 		if c.ratelimitCommit != "" && !strings.Contains(rep.peerVersion, "commit ") {
 			rep.peerVersion += ", commit " + c.ratelimitCommit + " (as given by -ratelimit-commit)"
 		}
-		var ports [3]int
-		for i := range ports {
-			if _, ports[i], err = freeAddr(); err != nil {
-				return nil, err
+		peer, err := withFreshPorts(func() (*target, error) {
+			var ports [3]int
+			for i := range ports {
+				if _, ports[i], err = freeAddr(); err != nil {
+					return nil, err
+				}
 			}
-		}
-		env := ratelimitEnv(dir, rs.Addr(), ports[0], ports[1], ports[2])
-		peer, err := startRatelimit(ctx, c.ratelimitBin, dir, env, fmt.Sprintf("127.0.0.1:%d", ports[0]))
+			env := ratelimitEnv(dir, rs.Addr(), ports[0], ports[1], ports[2])
+			return startRatelimit(ctx, c.ratelimitBin, dir, env, fmt.Sprintf("127.0.0.1:%d", ports[0]))
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -111,6 +118,19 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// withFreshPorts calls start up to three times, until it succeeds, and
+// returns the last error otherwise.
+func withFreshPorts(start func() (*target, error)) (*target, error) {
+	var err error
+	for range 3 {
+		var t *target
+		if t, err = start(); err == nil {
+			return t, nil
+		}
+	}
+	return nil, err
 }
 
 // reversed returns a reversed copy of ts.
