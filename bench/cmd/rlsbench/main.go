@@ -5,16 +5,16 @@
 // configuration file that both read as it is. For each concurrency it drives
 // ShouldRateLimit calls from that many client goroutines and measures
 // decisions per second, the latency's p50 and p99, and the CPU time per
-// decision of each server process and of Redis (/proc/PID/stat), in
-// interleaved rounds; the report shows medians, ranges and the ratios
-// sluice/peer. Before the load it checks that each server admits exactly K
+// decision of each server process and of Redis (/proc/PID/stat), and the
+// Redis commands each decision costs (INFO commandstats), in interleaved
+// rounds; the report shows medians, ranges and the ratios sluice/peer. Before the load it checks that each server admits exactly K
 // of K+M sequential calls on a key limited to K per minute. It writes a
 // Markdown report.
 //
 // Usage:
 //
-//	cd bench && go run ./cmd/rlsbench -ratelimit-bin PATH [-conc 1,16,64] [-duration 3s] [-repeat 3]
-//	    [-keys 10000] [-sluice-bin PATH] [-out FILE] [-quick]
+//	cd bench && go run ./cmd/rlsbench -ratelimit-bin PATH [-ratelimit-commit REV] [-conc 1,16,64]
+//	    [-duration 3s] [-repeat 3] [-keys 10000] [-sluice-bin PATH] [-out FILE] [-quick]
 //
 // Without -ratelimit-bin only sluice is measured. Every process listens on
 // 127.0.0.1 only and is stopped by its PID; the load is bounded by

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,5 +124,25 @@ func TestQuickRun(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s", report)
+	}
+}
+
+// TestParseFlags: the load is bounded (duration, rounds, concurrency) and
+// bad values are refused with the flag's name.
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-conc", "1,16", "-repeat", "3", "-duration", "2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.conc) != 2 || c.conc[1] != 16 || c.repeat != 3 || c.duration != 2*time.Second || c.ratelimitBin != "" {
+		t.Errorf("parsed %+v", c)
+	}
+	for _, args := range [][]string{
+		{"-conc", "0"}, {"-conc", "1,x"}, {"-conc", "2000"}, {"-duration", "0s"}, {"-duration", "6m"},
+		{"-repeat", "0"}, {"-repeat", "21"}, {"-keys", "0"}, {"-check-limit", "0"}, {"extra"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) accepted", args)
+		}
 	}
 }
