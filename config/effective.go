@@ -14,8 +14,9 @@ const redacted = "<redacted>"
 
 // Effective renders c as YAML with every default spelled out, for `sluice
 // check` to show what is in force. Policies keep their file order and map
-// keys are sorted. admin.token and store.redis.password, when set, are
-// shown as "<redacted>". Apart from those, parsing the output gives back
+// keys are sorted. The rls section, when there is one, lists the domains
+// read from its envoy_config files in comments. admin.token and
+// store.redis.password, when set, are shown as "<redacted>". Apart from those, parsing the output gives back
 // the same configuration: '$' is written as "$$" so nothing is expanded
 // twice.
 func (c *Config) Effective() string {
@@ -77,6 +78,7 @@ func (c *Config) Effective() string {
 			w.route(r)
 		}
 	}
+	w.rls(c.RLS)
 	w.observe(c)
 	return w.String()
 }

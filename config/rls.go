@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -251,4 +252,100 @@ func (v *validator) rlsRateLimit(p string, rl *RLSRateLimit) {
 			v.errf(rp, "should not name this limit itself (%q)", r.Name)
 		}
 	}
+}
+
+// rls writes the rls section, when there is one, for Effective: every
+// field of the section and of the domains written in it. The domains read
+// from envoy_config are listed in comments (domain, file, descriptors), as
+// the files stay where they are.
+func (w *yamlWriter) rls(r *RLS) {
+	if r == nil {
+		return
+	}
+	w.line(0, "rls:")
+	w.kv(1, "listen", quote(r.Listen))
+	w.kv(1, "envoy_config", flowList(r.EnvoyConfig))
+	for _, d := range r.envoy {
+		w.line(1, fmt.Sprintf("# domain %s from %s: %s", strconv.Quote(d.Domain), strconv.Quote(d.File), plural(countDescriptors(d.Descriptors), "descriptor")))
+	}
+	w.kv(1, "max_descriptors", strconv.Itoa(r.MaxDescriptors))
+	w.kv(1, "max_entries", strconv.Itoa(r.MaxEntries))
+	w.kv(1, "max_message_bytes", strconv.Itoa(r.MaxMessageBytes))
+	if len(r.Domains) == 0 {
+		w.kv(1, "domains", "[]")
+		return
+	}
+	w.line(1, "domains:")
+	for _, d := range r.Domains {
+		w.kv(2, "- domain", quote(d.Domain))
+		w.rlsDescriptors(3, d.Descriptors)
+	}
+}
+
+// rlsDescriptors writes a descriptor tree's level at indent n: key, value,
+// policy or rate_limit, the flags that are set, and the next level.
+func (w *yamlWriter) rlsDescriptors(n int, ds []RLSDescriptor) {
+	if len(ds) == 0 {
+		w.kv(n, "descriptors", "[]")
+		return
+	}
+	w.line(n, "descriptors:")
+	for _, d := range ds {
+		w.kv(n+1, "- key", quote(d.Key))
+		if d.Value != "" {
+			w.kv(n+2, "value", quote(d.Value))
+		}
+		if d.Policy != "" {
+			w.kv(n+2, "policy", quote(d.Policy))
+		}
+		if rl := d.RateLimit; rl != nil {
+			w.kv(n+2, "rate_limit", rateLimitFlow(rl))
+		}
+		for _, f := range []struct {
+			name string
+			on   bool
+		}{{"shadow_mode", d.ShadowMode}, {"detailed_metric", d.DetailedMetric}, {"value_to_metric", d.ValueToMetric}, {"share_threshold", d.ShareThreshold}} {
+			if f.on {
+				w.kv(n+2, f.name, "true")
+			}
+		}
+		if len(d.Descriptors) > 0 {
+			w.rlsDescriptors(n+2, d.Descriptors)
+		}
+	}
+}
+
+// rateLimitFlow renders a rate_limit block as a flow mapping of the fields
+// that are set.
+func rateLimitFlow(rl *RLSRateLimit) string {
+	var parts []string
+	if rl.Unit != "" {
+		parts = append(parts, "unit: "+quote(rl.Unit))
+	}
+	if rl.RequestsPerUnit != 0 {
+		parts = append(parts, "requests_per_unit: "+strconv.FormatInt(rl.RequestsPerUnit, 10))
+	}
+	if rl.Unlimited {
+		parts = append(parts, "unlimited: true")
+	}
+	if rl.Name != "" {
+		parts = append(parts, "name: "+quote(rl.Name))
+	}
+	if len(rl.Replaces) > 0 {
+		names := make([]string, len(rl.Replaces))
+		for i, r := range rl.Replaces {
+			names[i] = "{name: " + quote(r.Name) + "}"
+		}
+		parts = append(parts, "replaces: ["+strings.Join(names, ", ")+"]")
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// countDescriptors returns the nodes of a descriptor tree.
+func countDescriptors(ds []RLSDescriptor) int {
+	n := len(ds)
+	for _, d := range ds {
+		n += countDescriptors(d.Descriptors)
+	}
+	return n
 }

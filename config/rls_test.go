@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,5 +46,31 @@ func TestRLSEnvoyFileErrors(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("error:\n%s\nwant a line containing %s", got, want)
 		}
+	}
+}
+
+// TestEffectiveRLS: the effective configuration shows the rls section with
+// its defaults, and names each domain read from envoy_config, with its
+// file, in a comment.
+func TestEffectiveRLS(t *testing.T) {
+	c, err := Load("testdata/check/rls_ok.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := c.Effective()
+	file := strconv.Quote(filepath.Join("testdata", "rls", "envoy_ok.yaml"))
+	for _, want := range []string{
+		"\nrls:\n  listen: \"127.0.0.1:18081\"\n",
+		"\n  # domain \"edge\" from " + file + ": 3 descriptors\n",
+		"\n  max_entries: 16\n",
+		"\n    - domain: \"api\"\n",
+	} {
+		if !strings.Contains(eff, want) {
+			t.Errorf("Effective() lacks %q:\n%s", want, eff)
+		}
+	}
+	c.RLS = nil
+	if eff := c.Effective(); strings.Contains(eff, "rls:") {
+		t.Errorf("Effective() without an rls section shows one:\n%s", eff)
 	}
 }

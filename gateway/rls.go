@@ -15,7 +15,8 @@ import (
 // buildRLS builds the rate limit service of the rls section: its domains
 // decide on the gateway's store through routeStore, so store.on_error,
 // local_deny and their metrics apply with the domain's route-like name
-// (rls.Route) as the route, and its decisions are observed as a route's.
+// (rls.Route) as the route, its decisions are observed as a route's, and
+// calls for a domain it does not define are counted.
 func (g *Gateway) buildRLS(c *config.RLS, clock ratelimit.Clock) (*rls.Service, error) {
 	return rls.New(c, rls.Options{
 		Store:    g.routeStore,
@@ -24,6 +25,9 @@ func (g *Gateway) buildRLS(c *config.RLS, clock ratelimit.Clock) (*rls.Service, 
 		Override: g.override,
 		Observe:  g.observeRLS,
 		Logger:   g.log,
+		UnknownDomain: func(context.Context, string) {
+			g.metrics.RLSUnknownDomain()
+		},
 	})
 }
 

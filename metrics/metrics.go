@@ -52,6 +52,7 @@ type Metrics struct {
 	buildInfo      *prometheus.GaugeVec
 	storeKeys      *storeKeys
 	keyOverflow    *prometheus.CounterVec
+	rlsUnknown     prometheus.Counter
 	routes         sync.Map // route id -> *routeSeries
 }
 
@@ -120,6 +121,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_store_key_overflow_total",
 		Help: "Limits decided against a shared overflow budget because store.memory.max_keys was reached, by in-process store (memory, fallback).",
 	}, []string{"store"}))
+	m.rlsUnknown = register(reg, &errs, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_rls_unknown_domain_total",
+		Help: "Rate limit service calls (ShouldRateLimit) whose domain the configuration does not define, answered OK without a limit. The domain is not a label: clients choose it.",
+	}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -225,6 +230,15 @@ func (m *Metrics) LocalDenyDecision(route string) {
 		return
 	}
 	m.localDeny.WithLabelValues(route).Inc()
+}
+
+// RLSUnknownDomain counts one rate limit service call for a domain the
+// configuration does not define.
+func (m *Metrics) RLSUnknownDomain() {
+	if m == nil {
+		return
+	}
+	m.rlsUnknown.Inc()
 }
 
 // SetFallbackActive sets sluice_fallback_active to 1 (true) or 0.

@@ -78,6 +78,8 @@ func TestNewTwiceReusesCollectors(t *testing.T) {
 	m2.SetFallbackActive(true)
 	m1.LocalDenyDecision("api")
 	m2.LocalDenyDecision("api")
+	m1.RLSUnknownDomain()
+	m2.RLSUnknownDomain()
 
 	rec := httptest.NewRecorder()
 	Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -92,6 +94,7 @@ func TestNewTwiceReusesCollectors(t *testing.T) {
 		`sluice_fallback_decisions_total{mode="local",route="api"} 1`,
 		`sluice_fallback_active 1`,
 		`sluice_local_deny_decisions_total{route="api"} 2`,
+		"sluice_rls_unknown_domain_total 2\n",
 		`go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {
@@ -122,6 +125,7 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.FallbackDecision("api", "allow")
 	m.SetFallbackActive(false)
 	m.LocalDenyDecision("api")
+	m.RLSUnknownDomain()
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {

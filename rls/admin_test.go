@@ -47,3 +47,42 @@ func TestAdminAndMetrics(t *testing.T) {
 		t.Errorf("with the override, current_limit = %v, want per-tenant's 100", cl)
 	}
 }
+
+// TestUnknownDomainMetric: each call for a domain the configuration does
+// not define is answered OK and counted in sluice_rls_unknown_domain_total,
+// which has no domain label; calls for a defined domain and refused calls
+// are not counted.
+func TestUnknownDomainMetric(t *testing.T) {
+	in := start(t, ownConfig, nil, gateway.Deps{})
+	_, m := in.adminDo(t, "GET", "/metrics", "")
+	if !strings.Contains(m, "\nsluice_rls_unknown_domain_total 0\n") {
+		t.Errorf("before any call, metrics lack sluice_rls_unknown_domain_total 0")
+	}
+	for _, d := range []string{"nope", "other", "nope"} {
+		if r := in.call(t, d, desc("user", "ann")); r.OverallCode != ok || r.Statuses[0].CurrentLimit != nil {
+			t.Errorf("domain %q: %v with limit %v, want OK without a limit", d, r.OverallCode, r.Statuses[0].CurrentLimit)
+		}
+	}
+	in.call(t, "api", desc("user", "ann"))
+	if _, err := in.ask("", 0, desc("user", "ann")); err == nil {
+		t.Error("empty domain: no error")
+	}
+	_, m = in.adminDo(t, "GET", "/metrics", "")
+	if !strings.Contains(m, "\nsluice_rls_unknown_domain_total 3\n") {
+		t.Errorf("after 3 calls for unknown domains, metrics lack sluice_rls_unknown_domain_total 3:\n%s", grepLines(m, "sluice_rls"))
+	}
+	if strings.Contains(m, `"nope"`) {
+		t.Error("metrics carry the unknown domain's name")
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -43,6 +43,10 @@ type Options struct {
 	// metrics, the dashboard's statistics and logs. The Event is valid only
 	// during the call.
 	Observe func(ctx context.Context, ev *httplimit.Event)
+	// UnknownDomain, if not nil, is called once per request whose domain
+	// the configuration does not define (answered OK without a limit), with
+	// that domain: for a metric.
+	UnknownDomain func(ctx context.Context, domain string)
 	// Logger receives store failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -125,6 +129,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	dom := s.domains[req.GetDomain()]
 	if dom == nil {
+		if s.o.UnknownDomain != nil {
+			s.o.UnknownDomain(ctx, req.GetDomain())
+		}
 		return resp, nil
 	}
 	if err := ctx.Err(); err != nil {
