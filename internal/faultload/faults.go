@@ -395,8 +395,10 @@ func lostShard(_ context.Context, e *Env, fullCoverage bool) error {
 	if fullCoverage {
 		coverage = "yes"
 	}
+	// The live masters mark the dead one failed after cluster-node-timeout:
+	// 1 s, so that the outage takes its shape within the fault's 3 s.
 	cl, err := redistest.StartCluster(redistest.ClusterOptions{Masters: 3, Timeout: time.Minute,
-		Args: []string{"--cluster-require-full-coverage", coverage}})
+		Args: []string{"--cluster-require-full-coverage", coverage, "--cluster-node-timeout", "1000"}})
 	if err != nil {
 		return err
 	}
