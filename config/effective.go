@@ -142,6 +142,9 @@ func (w *yamlWriter) route(r Route) {
 			w.kv(5, "policies", flowMap(l.Plans.Policies))
 		}
 		w.kv(4, "shadow", strconv.FormatBool(l.Shadow))
+		if l.Headers != "" {
+			w.kv(4, "headers", quote(l.Headers))
+		}
 	}
 }
 
@@ -160,6 +163,7 @@ func policyFlow(p PolicySpec) string {
 	add("window", duration(p.Window), p.Window != 0)
 	add("mode", quote(string(p.Mode)), p.Mode != "")
 	add("max_delay", duration(p.MaxDelay), p.MaxDelay != 0)
+	add("compat", quote(string(p.Compat)), p.Compat != "")
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 

@@ -180,6 +180,7 @@ func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 	if c.RLS != nil {
 		v.rls(c)
 	}
+	v.scg(c, compiled)
 	return compiled
 }
 
