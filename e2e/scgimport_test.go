@@ -222,7 +222,7 @@ spring:
               args:
                 key-resolver: "#{@userKeyResolver}"
                 redis-rate-limiter.replenishRate: 1
-                redis-rate-limiter.burstCapacity: 3
+                redis-rate-limiter.burstCapacity: 2
                 redis-rate-limiter.requestedTokens: 2
                 deny-empty-key: false
           - id: legacy
@@ -287,15 +287,14 @@ spring:
 			t.Errorf("%s %s %v: %d, upstreams %v; want %d at %s %q", tc.method, tc.path, tc.header, r.code, seen, tc.code, tc.upstream, tc.forwarded)
 		}
 	}
-	// The users route: burst 3, 2 tokens a request, 1 token a second: the
-	// request after the admitted one above finds at most 1 + 1 tokens
-	// unless two whole seconds went by between them, so it is denied, with
-	// SCG's headers.
+	// The users route: burst 2, 2 tokens a request, 1 token a second: the
+	// admitted request above left none, and the next finds 2 only after
+	// two whole-second ticks, so it is denied, with SCG's headers.
 	r := send("GET", "/users/me", "X-User-Id", user)
 	if r.code != http.StatusTooManyRequests {
 		t.Errorf("second request of cost 2 on burst 3: %d, want 429", r.code)
 	}
-	for name, want := range map[string]string{"X-Ratelimit-Replenish-Rate": "1", "X-Ratelimit-Burst-Capacity": "3", "X-Ratelimit-Requested-Tokens": "2"} {
+	for name, want := range map[string]string{"X-Ratelimit-Replenish-Rate": "1", "X-Ratelimit-Burst-Capacity": "2", "X-Ratelimit-Requested-Tokens": "2"} {
 		if got := r.header.Get(name); got != want {
 			t.Errorf("%s: %q, want %q", name, got, want)
 		}
