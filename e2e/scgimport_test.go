@@ -336,3 +336,69 @@ spring:
 		t.Fatalf("Redis down: %d, headers %v; want 200 with X-RateLimit-Remaining -1", r.code, r.header)
 	}
 }
+
+// TestExampleSCGMigration runs examples/scg-migration.yaml on a real Redis:
+// demo1234 has a bucket of 10, any other user one of 1, a request without
+// userId is refused; and budgets are SCG's: tokens an SCG instance took
+// (written to its keys as SCG writes them) are missing for sluice.
+func TestExampleSCGMigration(t *testing.T) {
+	redistest.Check(t, standaloneErr)
+	raw, err := os.ReadFile("../examples/scg-migration.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	yaml := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:0", "127.0.0.1:9090", "127.0.0.1:0",
+		"http://127.0.0.1:3000", up.URL, "127.0.0.1:6379", standalone.Addr()).Replace(string(raw))
+	p := start(t, yaml)
+	rc, err := redistest.Dial(context.Background(), standalone.Addr(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// Fresh user names: the keys are SCG's, the same for every run.
+	run := time.Now().UnixNano()
+	if r := get(t, p.base+"/demo"); r.code != http.StatusForbidden {
+		t.Errorf("no userId: %d, want 403", r.code)
+	}
+	// demo1234's override: 10 at once. Its key is the real value, so clear it first.
+	if _, err := rc.Do("DEL", "request_rate_limiter.{demo1234}.tokens", "request_rate_limiter.{demo1234}.timestamp"); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 10 {
+		if r := get(t, p.base+"/demo?userId=demo1234"); r.code == 200 {
+			admitted++
+		}
+	}
+	if admitted < 10 {
+		t.Errorf("demo1234: %d of 10 admitted at once, want 10", admitted)
+	}
+	user := fmt.Sprintf("test-%d", run)
+	if r := get(t, p.base+"/demo?userId="+user); r.code != 200 || r.header.Get("X-Ratelimit-Burst-Capacity") != "1" {
+		t.Errorf("first request of %s: %d, burst %q; want 200 and 1", user, r.code, r.header.Get("X-Ratelimit-Burst-Capacity"))
+	}
+	// An SCG instance emptied another user's bucket this second: sluice
+	// finds it empty, unless a second went by (then 1 token came back).
+	other := fmt.Sprintf("scg-%d", run)
+	for attempt := 0; ; attempt++ {
+		if attempt == 20 {
+			t.Fatal("every attempt straddled a second of Redis TIME")
+		}
+		sec := redisSecond(t, rc)
+		for _, kv := range [][2]string{{".tokens", "0"}, {".timestamp", strconv.FormatInt(sec, 10)}} {
+			if _, err := rc.Do("SETEX", "request_rate_limiter.{"+other+"}"+kv[0], "2", kv[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := get(t, p.base+"/demo?userId="+other)
+		if redisSecond(t, rc) != sec {
+			continue // a second went by: the test cannot tell; try again
+		}
+		if r.code != http.StatusTooManyRequests || r.header.Get("X-Ratelimit-Remaining") != "0" {
+			t.Errorf("after SCG took the token: %d, remaining %q; want 429 and 0", r.code, r.header.Get("X-Ratelimit-Remaining"))
+		}
+		break
+	}
+}
