@@ -94,6 +94,11 @@ func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []rateli
 	if err != nil {
 		return err
 	}
+	if c.cluster && hasSCG(reqs) {
+		if err := checkSCGSlots(reqs); err != nil {
+			return err
+		}
+	}
 	now := s.now()
 	groups := [][]int{nil}
 	if c.cluster && len(reqs) > 1 {
@@ -132,10 +137,17 @@ func (s *Store) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 		return err
 	}
 	// One DEL per limit: a limit's keys share a slot, different limits may not.
-	cmds := make(rueidis.Commands, len(reqs))
-	for i, r := range reqs {
+	cmds := make(rueidis.Commands, 0, len(reqs))
+	for _, r := range reqs {
 		keys := limitKeys(s.prefix, r)
-		cmds[i] = c.c.B().Del().Key(keys...).Build()
+		if isSCG(r.Policy) {
+			// SCG's two keys may lie in two Cluster slots (see errSCGSplit).
+			for _, k := range keys {
+				cmds = append(cmds, c.c.B().Del().Key(k).Build())
+			}
+			continue
+		}
+		cmds = append(cmds, c.c.B().Del().Key(keys...).Build())
 	}
 	for _, res := range c.c.DoMulti(ctx, cmds...) {
 		if err := res.Error(); err != nil {

@@ -21,6 +21,27 @@ var scgSpec = spec{"7", []string{".tokens", ".timestamp"}}
 // keys in more than one Redis Cluster hash slot.
 var errSCGSlots = errors.New("redis store: a request with a compat scg limit must keep all its limits in one Redis Cluster hash slot")
 
+// errSCGSplit reports a key value that puts SCG's two keys in different
+// Redis Cluster hash slots: one starting with '}', which leaves the hash tag
+// empty, so that Redis hashes each whole key. SCG's own script fails on
+// such a value too.
+var errSCGSplit = errors.New("redis store: the key value puts Spring Cloud Gateway's two keys in different Redis Cluster hash slots")
+
+// checkSCGSlots returns an error unless a Cluster can run reqs in one
+// script call: each compat scg limit's two keys in one slot, and every
+// limit in the same slot.
+func checkSCGSlots(reqs []ratelimit.Request) error {
+	for i := range reqs {
+		if k := reqs[i].Key; isSCG(reqs[i].Policy) && keySlot(k+scgSpec.suffixes[0]) != keySlot(k+scgSpec.suffixes[1]) {
+			return errSCGSplit
+		}
+	}
+	if len(reqs) > 1 && len(slotGroups(reqs)) > 1 {
+		return fmt.Errorf("%w (%d limits)", errSCGSlots, len(reqs))
+	}
+	return nil
+}
+
 // isSCG reports whether r's policy follows SCG's layout.
 func isSCG(p *ratelimit.Policy) bool { return p.Compat() == ratelimit.CompatSCG }
 
@@ -60,8 +81,10 @@ func (s *Store) evaluateSCG(ctx context.Context, reqs []ratelimit.Request, out [
 	if err != nil {
 		return false, err
 	}
-	if c.cluster && len(slotGroups(reqs)) > 1 {
-		return false, fmt.Errorf("%w (%d limits)", errSCGSlots, len(reqs))
+	if c.cluster {
+		if err := checkSCGSlots(reqs); err != nil {
+			return false, err
+		}
 	}
 	cl := s.newCall(modeEvaluate, s.now(), reqs, nil)
 	overall, reps, err := s.run(ctx, c, cl, len(reqs), nil)

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -331,4 +333,53 @@ func TestSCGCompatSharedBudget(t *testing.T) {
 			t.Fatalf("admitted %d, below the burst %d", total, burst)
 		}
 	})
+}
+
+// TestSCGCompatCluster: on a Redis Cluster, compat scg limits live in the
+// slot of SCG's hash tag, whatever bytes the key value holds (braces
+// included, as SCG writes them), and a request mixing one with a limit in
+// another slot is refused rather than split.
+func TestSCGCompatCluster(t *testing.T) {
+	c := clusterRedis(t)
+	ctx := context.Background()
+	s := newTestStore(t, c, nil)
+	p := scgPolicy(t, 3, 1)
+	// A value starting with '}' leaves SCG's hash tag empty: its two keys
+	// fall in two slots, which no script can touch at once.
+	split := ratelimit.Request{Key: ratelimit.SCGKey("}" + testPrefix()), Policy: p}
+	if _, err := s.Evaluate(ctx, []ratelimit.Request{split}, make([]ratelimit.Decision, 1)); !errors.Is(err, errSCGSplit) {
+		t.Errorf("Evaluate of a split key: %v, want errSCGSplit", err)
+	}
+	if err := s.Peek(ctx, []ratelimit.Request{split}, make([]ratelimit.Decision, 1)); !errors.Is(err, errSCGSplit) {
+		t.Errorf("Peek of a split key: %v, want errSCGSplit", err)
+	}
+	if err := s.Reset(ctx, []ratelimit.Request{split}); err != nil {
+		t.Errorf("Reset of a split key: %v", err)
+	}
+	for _, id := range []string{"plain-" + testPrefix(), "br{ace}s-" + testPrefix(), "a}b-" + testPrefix(), "日本-" + testPrefix()} {
+		key := ratelimit.SCGKey(id)
+		for i := range 4 {
+			ok, out := evaluate(t, s, ratelimit.Request{Key: key, Policy: p})
+			if want := i < 3; ok != want {
+				// A second may tick between calls and refill one token.
+				if !(i == 3 && ok) {
+					t.Errorf("id %q call %d: ok=%v %+v", id, i, ok, out[0])
+				}
+			}
+		}
+		n, err := c.Do(ctx, c.B().Exists().Key(key+".tokens").Build()).AsInt64()
+		if err != nil || n != 1 {
+			t.Errorf("id %q: tokens key exists %d (%v)", id, n, err)
+		}
+	}
+	other := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "own", Algorithm: ratelimit.TokenBucket, Capacity: 3, Rate: 1})
+	var reqs []ratelimit.Request
+	for i := range 8 { // eight keys: some land in another slot than the SCG one
+		reqs = append(reqs, ratelimit.Request{Key: fmt.Sprintf("own-%d-%s", i, testPrefix()), Policy: other})
+	}
+	reqs = append(reqs, ratelimit.Request{Key: ratelimit.SCGKey("mixed-" + testPrefix()), Policy: p})
+	out := make([]ratelimit.Decision, len(reqs))
+	if _, err := s.Evaluate(ctx, reqs, out); !errors.Is(err, errSCGSlots) {
+		t.Errorf("mixed slots: %v, want errSCGSlots", err)
+	}
 }
