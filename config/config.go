@@ -359,6 +359,11 @@ type Match struct {
 	// Headers are required header values, compared exactly. Empty means none.
 	// A "Host" entry is compared with the request's host as Host is.
 	Headers map[string]string `yaml:"headers"`
+	// Query are required query parameters: name → value, compared with
+	// each of the parameter's values decoded; an empty value requires only
+	// that the parameter is present. Empty means none. (Spring Cloud
+	// Gateway's Query predicate with a literal value, or none.)
+	Query map[string]string `yaml:"query"`
 	// AllowEncodedSlash lets the route take paths holding an encoded "/" or
 	// "\" (%2F, %5C, any case; or a literal "\"), which no route takes
 	// otherwise. The escape stays part of its segment for Path and for

@@ -87,6 +87,9 @@ func (w *yamlWriter) match(n int, m *Match) {
 	w.kv(n, "methods", flowList(m.Methods))
 	w.kv(n, "host", quote(m.Host))
 	w.kv(n, "headers", flowMap(m.Headers))
+	if len(m.Query) > 0 {
+		w.kv(n, "query", flowMap(m.Query))
+	}
 	w.kv(n, "allow_encoded_slash", strconv.FormatBool(m.AllowEncodedSlash))
 }
 

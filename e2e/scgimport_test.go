@@ -202,6 +202,12 @@ spring:
         - Header=X-Tenant, acme
         filters:
         - StripPrefix=1
+      - id: search
+        uri: %[3]s
+        predicates:
+        - Path=/search
+        - Query=q
+        - Query=lang, en
       server:
         webflux:
           routes:
@@ -274,6 +280,10 @@ spring:
 		{"GET", "/users/me", nil, 200, "users", "/internal/me"}, // deny-empty-key false: not limited
 		{"GET", "/legacy/a/b", nil, 200, "legacy", "/v1/a/b"},
 		{"GET", "/nowhere", nil, 404, "", ""},
+		{"GET", "/search?q=x&lang=fr&lang=en", nil, 200, "orders", "/search"},
+		{"GET", "/search?q&lang=en", nil, 200, "orders", "/search"},
+		{"GET", "/search?lang=en", nil, 404, "", ""},
+		{"GET", "/search?q=x&lang=de", nil, 404, "", ""},
 	} {
 		mu.Lock()
 		clear(seen)

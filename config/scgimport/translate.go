@@ -98,6 +98,7 @@ type route struct {
 	methods  []string
 	host     string
 	headers  [][2]string
+	query    [][2]string
 	upstream string
 	strip    int
 	limits   []limit
@@ -683,7 +684,14 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		case "query":
 			param, _, _ := c.arg(0, "param")
 			re, _, _ := c.arg(1, "regexp", "regex")
-			t.note(pn, "route %s: Query predicate on %q (%q) is not translated: sluice routes do not match on query parameters", id, param, re)
+			switch {
+			case param == "":
+				t.note(pn, "route %s: Query predicate without a parameter name", id)
+			case re == "" || regexp.QuoteMeta(re) == re:
+				r.query = append(r.query, [2]string{param, re})
+			default:
+				t.note(pn, "route %s: Query predicate %s matching %q is not translated (sluice matches exact query values, or presence)", id, param, re)
+			}
 		default:
 			t.note(pn, "route %s: predicate %s is not translated", id, c.name)
 		}

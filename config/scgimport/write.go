@@ -95,6 +95,13 @@ func (t *translator) write() string {
 			}
 			w(3, "headers: {%s}", strings.Join(hs, ", "))
 		}
+		if len(r.query) > 0 {
+			qs := make([]string, len(r.query))
+			for i, q := range r.query {
+				qs[i] = lit(q[0]) + ": " + lit(q[1])
+			}
+			w(3, "query: {%s}", strings.Join(qs, ", "))
+		}
 		w(2, "upstream: %s", lit(r.upstream))
 		if r.strip > 0 {
 			w(2, "strip_prefix: %d", r.strip)
