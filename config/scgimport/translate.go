@@ -581,6 +581,11 @@ func (t *translator) routeID(i int, n *node) string {
 		t.info(n, "route id %q written %q (sluice ids are letters, digits, '.', '_' and '-')", id, clean)
 		id = clean
 	}
+	return t.unique(id)
+}
+
+// unique returns id, or id-2, id-3, ... if it is taken.
+func (t *translator) unique(id string) string {
 	base := id
 	for k := 2; t.ids[id]; k++ {
 		id = fmt.Sprintf("%s-%d", base, k)
@@ -754,7 +759,7 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 			rr := r
 			rr.path, rr.host = p, h
 			if k > 0 {
-				rr.id = t.routeID(i, &node{file: n.file, line: n.line, m: map[string]*node{"id": {isScalar: true, scalar: fmt.Sprintf("%s-%d", id, k+1)}}})
+				rr.id = t.unique(fmt.Sprintf("%s-%d", id, k+1))
 				rr.comment = fmt.Sprintf("SCG route %s, pattern %d", id, k+1)
 			}
 			t.ids[rr.id] = true
