@@ -45,12 +45,6 @@ func (p *Policy) Compat() Compat { return p.cfg.Compat }
 // SCGRate returns the whole tokens a compat scg policy adds per second.
 func (p *Policy) SCGRate() int64 { return int64(p.cfg.Rate) }
 
-// SCGTTL returns the lifetime, in seconds, that a compat scg policy gives
-// its keys on each write: floor(2·capacity/rate), at least 1.
-func (p *Policy) SCGTTL() int64 {
-	return max(1, 2*p.cfg.Capacity/p.SCGRate())
-}
-
 // SCGKey returns the Request.Key of the budget of key resolver value id
 // under a compat scg policy: "request_rate_limiter.{<id>}", the part that
 // Spring Cloud Gateway's two keys share. A store appends ".tokens" and
