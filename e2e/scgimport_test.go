@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -410,5 +411,122 @@ func TestExampleSCGMigration(t *testing.T) {
 			t.Errorf("after SCG took the token: %d, remaining %q; want 429 and 0", r.code, r.header.Get("X-Ratelimit-Remaining"))
 		}
 		break
+	}
+}
+
+// scgModel is Spring Cloud Gateway's RedisRateLimiter decision for one key,
+// computed in Go from the whole second of each call (docs/migrating-from-scg.md):
+// rate tokens per elapsed second up to burst, a missing bucket full, a
+// request admitted when its tokens are there, and only then charged.
+type scgModel struct {
+	rate, burst, cost int64
+	tokens, stamp     int64
+	set               bool
+}
+
+func (m *scgModel) allow(sec int64) bool {
+	tokens, stamp := m.burst, int64(0)
+	if m.set {
+		tokens, stamp = m.tokens, m.stamp
+	}
+	filled := min(m.burst, tokens+max(0, sec-stamp)*m.rate)
+	ok := filled >= m.cost
+	if ok {
+		filled -= m.cost
+	}
+	m.tokens, m.stamp, m.set = filled, sec, true
+	return ok
+}
+
+// TestImportSCGSameAdmissions sends one request sequence through a
+// translated route (replenishRate 2, burstCapacity 5, requestedTokens 1,
+// then requestedTokens 2 on a second route) and checks every answer
+// against SCG's decision for the same second: bursts within a second,
+// the refill after one second, and after two. A step whose requests
+// straddle a second of Redis TIME cannot be judged; the sequence then
+// starts over with a fresh user (a few times at most).
+func TestImportSCGSameAdmissions(t *testing.T) {
+	redistest.Check(t, standaloneErr)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	host, port, _ := strings.Cut(standalone.Addr(), ":")
+	scg := fmt.Sprintf(`server: {address: 127.0.0.1, port: 0}
+spring:
+  data: {redis: {host: %[1]s, port: %[2]s}}
+  cloud:
+    gateway:
+      server:
+        webflux:
+          routes:
+          - id: one
+            uri: %[3]s
+            predicates: [Path=/one]
+            filters:
+            - name: RequestRateLimiter
+              args: {key-resolver: "#{@userKeyResolver}", redis-rate-limiter.replenishRate: 2, redis-rate-limiter.burstCapacity: 5}
+          - id: two
+            uri: %[3]s
+            predicates: [Path=/two]
+            filters:
+            - name: RequestRateLimiter
+              args: {key-resolver: "#{@userKeyResolver}", redis-rate-limiter.replenishRate: 2, redis-rate-limiter.burstCapacity: 5, redis-rate-limiter.requestedTokens: 2}
+`, host, port, upstream.URL)
+	p := start(t, importSCG(t, scg, 0, "--key-resolver", "userKeyResolver=header:X-User-Id"))
+	rc, err := redistest.Dial(context.Background(), standalone.Addr(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// Each step: the second to wait for (relative to the first), then the paths sent.
+	steps := []struct {
+		at    int64
+		paths []string
+	}{
+		{0, []string{"/one", "/one", "/one", "/one", "/one", "/one", "/one"}},
+		{1, []string{"/one", "/one", "/one"}},
+		{3, []string{"/two", "/two", "/one", "/two", "/one", "/one"}},
+		{4, []string{"/two", "/one", "/two"}},
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt == 5 {
+			t.Fatal("every attempt had a step straddling a second of Redis TIME")
+		}
+		user := fmt.Sprintf("same-%d", time.Now().UnixNano())
+		// As in SCG, both routes draw on the user's one bucket (the key does
+		// not name the route); each request costs its route's tokens.
+		model := scgModel{rate: 2, burst: 5}
+		s0 := redisSecond(t, rc) + 1
+		clean := true
+		var got, want []bool
+		for _, st := range steps {
+			for redisSecond(t, rc) < s0+st.at {
+				time.Sleep(5 * time.Millisecond) // polling Redis' clock, under a second
+			}
+			for _, path := range st.paths {
+				r := get(t, p.base+path, "X-User-Id", user)
+				if r.code != 200 && r.code != 429 {
+					t.Fatalf("%s: %d %s", path, r.code, r.body)
+				}
+				got = append(got, r.code == 200)
+			}
+			if redisSecond(t, rc) != s0+st.at {
+				clean = false
+				break
+			}
+			for _, path := range st.paths {
+				model.cost = 1
+				if path == "/two" {
+					model.cost = 2
+				}
+				want = append(want, model.allow(s0+st.at))
+			}
+		}
+		if !clean {
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("admissions %v, SCG's %v", got, want)
+		}
+		return
 	}
 }
