@@ -52,8 +52,8 @@ func redisSecond(t *testing.T, c *redistest.Conn) int64 {
 	return s
 }
 
-// TestImportSCGSourceNotesLoadTest redoes the source notes' load test on
-// their configuration, translated by `sluice import scg`: one client
+// TestImportSCGPerUserLoadTest redoes a per-user SCG limiter's load test
+// (docs/migrating-from-scg.md, worked migration) on its configuration, translated by `sluice import scg`: one client
 // requesting /demo?userId=test as fast as it can for 10 s against
 // replenishRate 1, burstCapacity 1, where SCG admitted 11. With whole
 // seconds a request is admitted exactly when it is the first of its
@@ -62,7 +62,7 @@ func redisSecond(t *testing.T, c *redistest.Conn) int64 {
 // request, at most those that may; over the 11 seconds S..S+10 the count is
 // 11 on a machine that keeps up. The translated config's SCG headers and
 // SCG's Redis keys are checked too.
-func TestImportSCGSourceNotesLoadTest(t *testing.T) {
+func TestImportSCGPerUserLoadTest(t *testing.T) {
 	redistest.Check(t, standaloneErr)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "demo "+r.URL.Path)
@@ -143,7 +143,7 @@ spring:
 			possible[s] = true
 		}
 	}
-	t.Logf("10 s at 1/s, burst 1: %d admitted, %d denied (source notes, SCG: 11 admitted); seconds %d certain, %d possible",
+	t.Logf("10 s at 1/s, burst 1: %d admitted, %d denied (SCG: 11 admitted); seconds %d certain, %d possible",
 		admitted, denied, len(certain), len(possible))
 	if admitted < len(certain) || admitted > len(possible) {
 		t.Fatalf("admitted %d, want between %d and %d (one per second with a request)", admitted, len(certain), len(possible))
