@@ -609,18 +609,20 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		}
 	}
 	r := route{id: id}
+	// drop leaves the route out once all of it has been read (so that
+	// every part that is not translated is listed).
+	drop := false
 	// uri: scheme, host and port; SCG ignores the URI's path.
-	uriNode := n.get("uri")
-	if uriNode == nil {
-		t.note(n, "route %s has no uri", id)
-		return
-	}
+	uriNode := pick(n.get("uri"), n)
 	raw, _ := uriNode.text()
 	u, err := url.Parse(raw)
 	switch {
+	case n.get("uri") == nil:
+		t.note(n, "route %s has no uri; route left out", id)
+		drop = true
 	case err != nil || u.Host == "":
 		t.note(uriNode, "route %s: uri %q is not an http(s) URL; route left out", id, raw)
-		return
+		drop = true
 	case u.Scheme == "lb":
 		t.note(uriNode, "route %s: %q is a load-balanced service name (sluice has no service discovery); forwarding to http://%s", id, raw, u.Host)
 		r.upstream = "http://" + u.Host
@@ -628,7 +630,7 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		r.upstream = u.Scheme + "://" + u.Host
 	default:
 		t.note(uriNode, "route %s: uri scheme %q is not supported (http, https); route left out", id, u.Scheme)
-		return
+		drop = true
 	}
 	paths, hosts := []string{"/**"}, []string{""}
 	for _, pn := range n.get("predicates").items() {
@@ -652,7 +654,8 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 			}
 			if len(out) == 0 {
 				t.note(pn, "route %s: no usable path; route left out", id)
-				return
+				drop = true
+				continue
 			}
 			paths = out
 		case "method":
@@ -748,6 +751,9 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		default:
 			t.note(fn, "route %s: filter %s is not translated", id, c.name)
 		}
+	}
+	if drop {
+		return
 	}
 	if prefix != "" {
 		r.upstream += prefix
