@@ -269,6 +269,14 @@ type PolicySpec struct {
 	// denial. A duration > 0; left out, the wait is bounded only by the
 	// capacity.
 	MaxDelay time.Duration `yaml:"max_delay"`
+	// Compat "scg", on a token_bucket with a whole rate, keeps the budget
+	// in Spring Cloud Gateway's own Redis keys and arithmetic
+	// (request_rate_limiter.{<key>}.tokens and .timestamp, whole seconds),
+	// so that SCG instances and sluice share it during a migration
+	// (docs/migrating-from-scg.md). It needs store.type redis; a limit
+	// using it needs a single-part key and no on_empty_key anonymous.
+	// Default empty: sluice's own state.
+	Compat ratelimit.Compat `yaml:"compat"`
 }
 
 // config returns the spec as a ratelimit.PolicyConfig named name.
@@ -277,6 +285,7 @@ func (s PolicySpec) config(name string) ratelimit.PolicyConfig {
 		Name: name, Algorithm: s.Algorithm,
 		Capacity: s.Capacity, Limit: s.Limit, Burst: s.Burst,
 		Rate: s.Rate, Window: s.Window, Mode: s.Mode, MaxDelay: s.MaxDelay,
+		Compat: s.Compat,
 	}
 }
 
@@ -350,6 +359,11 @@ type Match struct {
 	// Headers are required header values, compared exactly. Empty means none.
 	// A "Host" entry is compared with the request's host as Host is.
 	Headers map[string]string `yaml:"headers"`
+	// Query are required query parameters: name → value, compared with
+	// each of the parameter's values decoded; an empty value requires only
+	// that the parameter is present. Empty means none. (Spring Cloud
+	// Gateway's Query predicate with a literal value, or none.)
+	Query map[string]string `yaml:"query"`
 	// AllowEncodedSlash lets the route take paths holding an encoded "/" or
 	// "\" (%2F, %5C, any case; or a literal "\"), which no route takes
 	// otherwise. The escape stays part of its segment for Path and for
@@ -434,6 +448,13 @@ type Limit struct {
 	// Shadow evaluates, counts and reports the limit but never denies;
 	// shadow limits appear in no response header. Default false.
 	Shadow bool `yaml:"shadow"`
+	// Headers "scg" adds the headers Spring Cloud Gateway's rate limiter
+	// sends: X-RateLimit-Remaining (-1 when the store failed and the
+	// request went through), X-RateLimit-Replenish-Rate,
+	// X-RateLimit-Burst-Capacity and X-RateLimit-Requested-Tokens
+	// (docs/migrating-from-scg.md). The first such limit of a route gives
+	// them. Default empty: sluice's headers only.
+	Headers string `yaml:"headers"`
 }
 
 // Plans picks a limit's policy from a request value. Precedence, first match

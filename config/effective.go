@@ -89,6 +89,9 @@ func (w *yamlWriter) match(n int, m *Match) {
 	w.kv(n, "methods", flowList(m.Methods))
 	w.kv(n, "host", quote(m.Host))
 	w.kv(n, "headers", flowMap(m.Headers))
+	if len(m.Query) > 0 {
+		w.kv(n, "query", flowMap(m.Query))
+	}
 	w.kv(n, "allow_encoded_slash", strconv.FormatBool(m.AllowEncodedSlash))
 }
 
@@ -144,6 +147,9 @@ func (w *yamlWriter) route(r Route) {
 			w.kv(5, "policies", flowMap(l.Plans.Policies))
 		}
 		w.kv(4, "shadow", strconv.FormatBool(l.Shadow))
+		if l.Headers != "" {
+			w.kv(4, "headers", quote(l.Headers))
+		}
 	}
 }
 
@@ -162,6 +168,7 @@ func policyFlow(p PolicySpec) string {
 	add("window", duration(p.Window), p.Window != 0)
 	add("mode", quote(string(p.Mode)), p.Mode != "")
 	add("max_delay", duration(p.MaxDelay), p.MaxDelay != 0)
+	add("compat", quote(string(p.Compat)), p.Compat != "")
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 

@@ -180,6 +180,7 @@ func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 	if c.RLS != nil {
 		v.rls(c)
 	}
+	v.scg(c, compiled)
 	return compiled
 }
 
@@ -641,6 +642,7 @@ func (v *validator) match(p string, m *Match) {
 	}
 	v.headerNames(p+".headers", m.Headers)
 	v.headerValues(p+".headers", m.Headers, "%q never matches: a request header value cannot contain a control character other than tab")
+	v.query(p+".query", m.Query)
 }
 
 // bareHost checks a host to match: a name or address without port, scheme

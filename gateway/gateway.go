@@ -282,6 +282,7 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 			Cost:       lc.Cost,
 			OnEmptyKey: lc.OnEmptyKey,
 			Shadow:     lc.Shadow,
+			SCGHeaders: lc.Headers == config.HeadersSCG,
 		}
 		if len(lc.Overrides) > 0 {
 			l.Overrides = make(map[string]*ratelimit.Policy, len(lc.Overrides))

@@ -20,6 +20,7 @@ type matcher struct {
 	// keeps in Request.Host rather than in the header map.
 	hosts   []string
 	headers map[string]string // canonical name -> exact value, Host aside
+	query   map[string]string // parameter -> a value it must have ("" = present)
 	// encodedSlash admits paths with an encoded "/" or "\" (match.allow_encoded_slash).
 	encodedSlash bool
 }
@@ -28,6 +29,9 @@ type matcher struct {
 // config's job; here an empty path means "/".
 func newMatcher(mc config.Match) *matcher {
 	m := &matcher{segments: splitPath(mc.Path), encodedSlash: mc.AllowEncodedSlash}
+	if len(mc.Query) > 0 {
+		m.query = mc.Query
+	}
 	if mc.Host != "" {
 		m.hosts = append(m.hosts, httplimit.NormalizeHost(mc.Host))
 	}
@@ -65,6 +69,11 @@ func (m *matcher) match(r httplimit.Request, in *inbound) bool {
 	}
 	for k, v := range m.headers {
 		if r.Header(k) != v {
+			return false
+		}
+	}
+	for k, v := range m.query {
+		if !hasQueryValue(r.RawQuery(), k, v) {
 			return false
 		}
 	}

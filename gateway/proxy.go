@@ -611,10 +611,13 @@ func (b *upstreamBody) Close() error {
 
 // setRateLimitHeaders sets the headers of a limits decision on w.
 func setRateLimitHeaders(w *fasthttp.Response, res *httplimit.Result) {
-	if res == nil || !res.HasRateLimitHeaders() {
+	if res == nil {
 		return
 	}
-	for i, name := range httplimit.RateLimitHeaderNames {
-		w.Header.SetBytesV(name, res.RateLimitHeader(i))
+	if res.HasRateLimitHeaders() {
+		for i, name := range httplimit.RateLimitHeaderNames {
+			w.Header.SetBytesV(name, res.RateLimitHeader(i))
+		}
 	}
+	setSCGHeaders(w, res)
 }

@@ -107,6 +107,12 @@ type Limit struct {
 	// Shadow makes the limit evaluated, counted and reported to
 	// Options.Observe, but never denying and absent from every header.
 	Shadow bool
+	// SCGHeaders adds the headers Spring Cloud Gateway's RedisRateLimiter
+	// sends (SCGHeaderNames) for this limit: its tokens remaining, or -1
+	// when no store decided and the request went through; its rate,
+	// capacity and cost. The first evaluated limit with SCGHeaders gives
+	// them.
+	SCGHeaders bool
 }
 
 // ErrInvalidOptions is wrapped by every error New returns.

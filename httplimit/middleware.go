@@ -316,11 +316,13 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 			res.refuse(plainProblem(p.Status, p.Detail), p.RetryAfter)
 		} else {
 			res.Forward = true
+			m.setSCGHeaders(sc, res, false)
 		}
 		return
 	}
 	retry, delay := m.collect(sc)
 	res.setRateLimitHeaders(before, sc.evals, admitted)
+	m.setSCGHeaders(sc, res, true)
 	if !admitted {
 		sc.ev.Outcome = OutcomeLimited
 		m.emit(r, &sc.ev)
@@ -356,6 +358,12 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 		}
 	}
 	p := m.policyFor(r, l, sc.parts[i], sc.anon[i])
+	if p.Compat() == ratelimit.CompatSCG && !sc.anon[i] && len(sc.parts[i]) == 1 {
+		// Spring Cloud Gateway's budget of this key value (BudgetKey).
+		sc.reqs = append(sc.reqs, ratelimit.Request{Key: ratelimit.SCGKey(sc.parts[i][0]), Policy: p, Cost: l.Cost, Shadow: l.Shadow})
+		sc.limitOf = append(sc.limitOf, i)
+		return true
+	}
 	sc.buf = appendStateKeyPrefix(sc.buf[:0], m.route, l.ID, p.Name())
 	if sc.anon[i] {
 		sc.buf = append(sc.buf, anonymousMarker)

@@ -21,6 +21,7 @@ type Result struct {
 
 	hdr []byte // the five rate-limit header values, back to back
 	end [5]int // where each value ends in hdr; end[4] == 0: no headers
+	scg scgHeaders
 }
 
 // RateLimitHeaderNames are the names of the rate-limit headers a Result
@@ -44,7 +45,7 @@ func (r *Result) RateLimitHeader(i int) []byte {
 
 // reset makes r ready for a new decision, keeping its buffer.
 func (r *Result) reset() {
-	*r = Result{hdr: r.hdr[:0]}
+	*r = Result{hdr: r.hdr[:0], scg: scgHeaders{buf: r.scg.buf[:0]}}
 }
 
 // refuse makes r an answer of status with problem body p.
@@ -82,6 +83,7 @@ func WriteResult(w http.ResponseWriter, res *Result) {
 			h[name] = vals[i : i+1 : i+1]
 		}
 	}
+	writeSCGHeaders(w.Header(), res)
 	if res.Forward || res.Status == 0 {
 		return
 	}

@@ -94,6 +94,10 @@ type PolicyConfig struct {
 	// MaxDelay bounds how long shape mode holds a request; zero means no bound
 	// beyond the capacity.
 	MaxDelay time.Duration
+	// Compat, for token_bucket only, makes the policy follow another
+	// product's state and arithmetic (CompatSCG); empty means sluice's own.
+	// CompatSCG needs a whole Rate.
+	Compat Compat
 }
 
 // Policy is a validated, immutable rate-limit policy. It is safe for
@@ -210,6 +214,7 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 	if c.Algorithm == GCRA && len(errs) == 0 && p.interval > (1<<52)/p.max {
 		bad("", nil, ReasonInvalid, "burst %d at rate %v spans more than 2^52µs (about 142 years); lower burst or raise rate", c.Burst, c.Rate)
 	}
+	errs = append(errs, compatErrors(c)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -275,6 +280,9 @@ func (p *Policy) String() string {
 	c := p.cfg
 	switch c.Algorithm {
 	case TokenBucket:
+		if c.Compat != "" {
+			return fmt.Sprintf("token_bucket(capacity=%d, rate=%v/s, compat=%s)", c.Capacity, c.Rate, c.Compat)
+		}
 		return fmt.Sprintf("token_bucket(capacity=%d, rate=%v/s)", c.Capacity, c.Rate)
 	case LeakyBucket:
 		if c.Mode == Shape && c.MaxDelay > 0 {

@@ -1,4 +1,4 @@
-// Package cli implements sluice's commands: serve, check, simulate and version. Run
+// Package cli implements sluice's commands: serve, check, simulate, import and version. Run
 // parses the arguments, does the work and returns the process exit code;
 // only this package and cmd/sluice touch arguments, the environment and
 // signals.
@@ -52,11 +52,12 @@ const usage = `usage:
   sluice [serve] [--config FILE]   run the gateway (FILE defaults to sluice.yaml)
   sluice check --config FILE       validate a config; print every problem
   sluice simulate [flags]          run policies against traffic on virtual time (see -h)
+  sluice import scg FILE...        translate Spring Cloud Gateway's config (see -h)
   sluice version                   print the version (also --version)
   sluice help                      print this list (also -h, --help)
 
 -c is short for --config. Exit status: 0 ok, 1 failure or invalid config,
-2 usage error.
+2 usage error, 3 an import written but partial.
 `
 
 // Run runs the command named by args (without the program name) and returns
@@ -84,6 +85,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return runCheck(args, env)
 	case "simulate":
 		return runSimulate(args, env)
+	case "import":
+		return runImport(args, env)
 	case "version":
 		if len(args) > 0 {
 			fmt.Fprintf(env.Stderr, "sluice version: unexpected argument %q\n%s", args[0], usage)

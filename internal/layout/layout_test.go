@@ -38,7 +38,9 @@ var allowed = map[string][]string{
 	// imports it.
 	"internal/tracing": {"go.opentelemetry.io/"},
 	"gateway/admin":    {"ratelimit", "store/memory", "httplimit"},
-	"internal/cli":     {"gateway", "config", "ratelimit", "store/memory", "simulate", "internal/watch"},
+	"internal/cli":     {"gateway", "config", "config/scgimport", "ratelimit", "store/memory", "simulate", "internal/watch"},
+	// sluice import scg: Spring Boot files (YAML with positions, .properties) to a sluice config.
+	"config/scgimport": {"httplimit", "github.com/goccy/go-yaml"},
 	// reload.watch: the one package that imports fsnotify.
 	"internal/watch":     {"github.com/fsnotify/fsnotify"},
 	"cmd/sluice":         {"internal/cli"},

@@ -68,6 +68,15 @@
 // ([Options].Clock) keys are kept an hour longer, as Redis' own clock runs
 // on while a test's stands still.
 //
+// The exception is a token bucket with compat scg ([ratelimit.CompatSCG]):
+// its state is Spring Cloud Gateway's, Request.Key (ratelimit.SCGKey) plus
+// ".tokens" and ".timestamp", with neither the prefix nor a hash, whole
+// seconds and SCG's TTL, so that SCG instances share it (scg.go,
+// lua/scg_token_bucket.lua, docs/migrating-from-scg.md). Such a request is
+// one script call of its own; on Cluster all its limits must share SCG's
+// slot, and a key value that splits SCG's two keys over two slots is a
+// store error.
+//
 // # Micro-batching (standalone and Sentinel)
 //
 // Redis runs one script at a time, and about half of a single-request

@@ -43,6 +43,9 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if len(reqs) == 0 {
 		return true, nil
 	}
+	if hasSCG(reqs) {
+		return s.evaluateSCG(ctx, reqs, out)
+	}
 	// Standalone and Sentinel: the call may be combined with concurrent
 	// ones (batch.go), which bounds its wait by the Timeout itself.
 	if c := s.cur.Load(); c != nil && !c.cluster {
@@ -91,6 +94,11 @@ func (s *Store) Peek(ctx context.Context, reqs []ratelimit.Request, out []rateli
 	if err != nil {
 		return err
 	}
+	if c.cluster && hasSCG(reqs) {
+		if err := checkSCGSlots(reqs); err != nil {
+			return err
+		}
+	}
 	now := s.now()
 	groups := [][]int{nil}
 	if c.cluster && len(reqs) > 1 {
@@ -129,10 +137,17 @@ func (s *Store) Reset(ctx context.Context, reqs []ratelimit.Request) error {
 		return err
 	}
 	// One DEL per limit: a limit's keys share a slot, different limits may not.
-	cmds := make(rueidis.Commands, len(reqs))
-	for i, r := range reqs {
-		keys := appendKeys(nil, s.prefix, tag(r.Key), specOf(r.Policy))
-		cmds[i] = c.c.B().Del().Key(keys...).Build()
+	cmds := make(rueidis.Commands, 0, len(reqs))
+	for _, r := range reqs {
+		keys := limitKeys(s.prefix, r)
+		if isSCG(r.Policy) {
+			// SCG's two keys may lie in two Cluster slots (see errSCGSplit).
+			for _, k := range keys {
+				cmds = append(cmds, c.c.B().Del().Key(k).Build())
+			}
+			continue
+		}
+		cmds = append(cmds, c.c.B().Del().Key(keys...).Build())
 	}
 	for _, res := range c.c.DoMulti(ctx, cmds...) {
 		if err := res.Error(); err != nil {
@@ -158,7 +173,7 @@ func slotGroups(reqs []ratelimit.Request) [][]int {
 	var slots []uint16
 next:
 	for i, r := range reqs {
-		sl := slot(tag(r.Key))
+		sl := reqSlot(r)
 		for g, s := range slots {
 			if s == sl {
 				groups[g] = append(groups[g], i)
@@ -207,23 +222,36 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 		r := req(j)
 		p := r.Policy
 		sp := specOf(p)
-		// Hash the key from the buffer's free space: no conversion copy.
-		mark := len(buf)
-		buf = append(buf, r.Key...)
-		sum := sha256.Sum256(buf[mark:])
-		buf = buf[:mark]
-		for _, suf := range sp.suffixes {
-			buf = append(buf, s.prefix...)
-			buf = append(buf, ":{"...)
-			buf = base64.RawURLEncoding.AppendEncode(buf, sum[:tagBytes])
-			buf = append(buf, "}:"...)
-			buf = append(buf, suf...)
-			ends = append(ends, len(buf))
-			nkeys++
+		if sp == &scgSpec {
+			for _, suf := range sp.suffixes {
+				buf = append(buf, r.Key...)
+				buf = append(buf, suf...)
+				ends = append(ends, len(buf))
+				nkeys++
+			}
+		} else {
+			// Hash the key from the buffer's free space: no conversion copy.
+			mark := len(buf)
+			buf = append(buf, r.Key...)
+			sum := sha256.Sum256(buf[mark:])
+			buf = buf[:mark]
+			for _, suf := range sp.suffixes {
+				buf = append(buf, s.prefix...)
+				buf = append(buf, ":{"...)
+				buf = base64.RawURLEncoding.AppendEncode(buf, sum[:tagBytes])
+				buf = append(buf, "}:"...)
+				buf = append(buf, suf...)
+				ends = append(ends, len(buf))
+				nkeys++
+			}
 		}
 		q := kit.ParamsOf(p)
+		maxDelay := q.MaxDelayMicros
+		if sp == &scgSpec {
+			maxDelay = p.SCGRate() // scg_token_bucket.lua reads the rate there
+		}
 		// Hexadecimal: the script parses it with strtoul, not strtod.
-		for _, v := range [...]int64{q.Max, per(q), q.MaxDelayMicros, kit.Cost(*r)} {
+		for _, v := range [...]int64{q.Max, per(q), maxDelay, kit.Cost(*r)} {
 			buf = strconv.AppendInt(buf, v, 16)
 			ends = append(ends, len(buf))
 		}
@@ -330,10 +358,11 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 
 // loneArgs returns the arguments to send for args: the 5-argument form of
 // core.lua (code, now, max, per, cost) for a mode 'e' request with one
-// limit in police mode without max_delay that is not a sliding log (its
-// shadow flag only matters to the caller, see run), else args itself.
+// limit in police mode without max_delay that is not a sliding log nor a
+// compat scg limit (its shadow flag only matters to the caller, see run),
+// else args itself.
 func loneArgs(args []string) []string {
-	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[5] != "0" || args[6] != "0" {
+	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[2] == scgSpec.code || args[5] != "0" || args[6] != "0" {
 		return args
 	}
 	return []string{args[2], args[1], args[3], args[4], args[7]}

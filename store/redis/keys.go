@@ -47,6 +47,9 @@ var specs = [...]spec{
 
 // specOf returns the layout of p's algorithm.
 func specOf(p *ratelimit.Policy) *spec {
+	if isSCG(p) {
+		return &scgSpec
+	}
 	switch p.Algorithm() {
 	case ratelimit.TokenBucket:
 		return &specs[0]

@@ -23,7 +23,7 @@ var luaFiles embed.FS
 // algorithmFiles lists the algorithm files in the order they are joined.
 var algorithmFiles = []string{
 	"token_bucket.lua", "leaky_bucket.lua", "fixed_window.lua",
-	"sliding_log.lua", "sliding_window.lua", "gcra.lua",
+	"sliding_log.lua", "sliding_window.lua", "gcra.lua", "scg_token_bucket.lua",
 }
 
 // assemble joins core, the prelude, every algorithm file and main.

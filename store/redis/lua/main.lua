@@ -47,7 +47,7 @@
 -- the requests before and after it are decided as usual).
 
 -- algorithm returns the entry of an algorithm code, building it on first use.
-local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra}
+local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra, scg_token_bucket}
 local built = {}
 local function algorithm(code)
   local alg = built[code]

@@ -9,7 +9,7 @@
 -- Each refund only ever gives budget back that this request took, and
 -- never more than the algorithm's maximum, so it cannot over-admit.
 
-local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra}
+local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra, scg_token_bucket}
 
 local now = clock(ARGV[1])
 

@@ -1,0 +1,101 @@
+package scgimport
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseProperties(t *testing.T) {
+	src := "# comment\n! another\na.b=1\nc.d : two words\ne\\:f=g\\=h\nlong = one \\\n    two\\\n three\nuni=\\u00e9\\t.\n#---\nsecond=yes\n"
+	docs, err := parseProperties(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]property{
+		{{"a.b", "1", 3}, {"c.d", "two words", 4}, {"e:f", "g=h", 5}, {"long", "one twothree", 6}, {"uni", "é\t.", 9}},
+		{{"second", "yes", 11}},
+	}
+	if d := cmp.Diff(want, docs, cmp.AllowUnexported(property{})); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if _, err := parseProperties("bad=\\u12\n"); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("bad escape: %v", err)
+	}
+}
+
+func TestSplitPath(t *testing.T) {
+	got := splitPath("spring.cloud.gateway.routes[0].filters[1].args[redis-rate-limiter.replenishRate]")
+	want := []string{"spring", "cloud", "gateway", "routes", "#0", "filters", "#1", "args", "redis-rate-limiter.replenishRate"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestMatchProfiles(t *testing.T) {
+	active := []string{"prod", "eu"}
+	for expr, want := range map[string]bool{
+		"prod": true, "dev": false, "dev,eu": true, "!prod": false, "!dev": true,
+		"prod & eu": true, "prod & us": false, "dev | eu": true, "(dev | prod) & !us": true, "prod & (us | dev)": false,
+	} {
+		got, ok := matchProfiles(expr, active)
+		if !ok || got != want {
+			t.Errorf("matchProfiles(%q) = %v, %v; want %v", expr, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"(prod", "prod &", "&"} {
+		if _, ok := matchProfiles(bad, active); ok {
+			t.Errorf("matchProfiles(%q) read a malformed expression", bad)
+		}
+	}
+}
+
+func TestSluicePath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/api/**": "/api/**", "/a/{id}/b": "/a/*/b", "/files/{*path}": "/files/**", "/x/": "/x", "/": "/", "api/*": "/api/*",
+		"/a/**/b": "", "/a/{id:\\d+}": "", "/a/v*": "", "/a/?": "",
+	} {
+		got, ok := sluicePath(in)
+		if !ok {
+			got = ""
+		}
+		if got != want {
+			t.Errorf("sluicePath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRewriteAsStrip(t *testing.T) {
+	for _, tc := range []struct {
+		re, rep string
+		strip   int
+		base    string
+		ok      bool
+	}{
+		{"/red/?(?<segment>.*)", "/$\\{segment}", 1, "", true},
+		{"^/api/v1/(?<rest>.*)$", "/${rest}", 2, "", true},
+		{"/old/(?<p>.*)", "/new/${p}", 1, "/new", true},
+		{"/old/(?<p>.*)", "/${p}/x", 0, "", false},
+		{"/(?<p>[a-z]+)/x", "/${p}", 0, "", false},
+	} {
+		strip, base, ok := rewriteAsStrip(tc.re, tc.rep)
+		if strip != tc.strip || base != tc.base || ok != tc.ok {
+			t.Errorf("rewriteAsStrip(%q, %q) = %d, %q, %v", tc.re, tc.rep, strip, base, ok)
+		}
+	}
+}
+
+func TestPlaceholders(t *testing.T) {
+	tr := &translator{root: newMap("f", 1)}
+	tr.root.set("app", newMap("f", 1))
+	tr.root.m["app"].set("host", &node{isScalar: true, scalar: "redis.internal"})
+	for in, want := range map[string]string{
+		"${app.host}": "redis.internal", "${REDIS_HOST:localhost}": "${REDIS_HOST:-localhost}",
+		"${spring.redis.password}": "${SPRING_REDIS_PASSWORD}", "pa$$": "pa$$$$", "${x-y.z:}": "${XY_Z:-}",
+	} {
+		if got := tr.value(in); got != want {
+			t.Errorf("value(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

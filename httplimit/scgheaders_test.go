@@ -1,0 +1,91 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/ratelimit/kit"
+)
+
+var scgBucket = ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "scg", Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: 2, Compat: ratelimit.CompatSCG})
+
+func scgHeaderValues(w *httptest.ResponseRecorder) map[string]string {
+	out := map[string]string{}
+	for _, name := range SCGHeaderNames {
+		if v := w.Header().Values(name); len(v) > 0 {
+			out[name] = v[len(v)-1]
+			if len(v) > 1 {
+				out[name+" (count)"] = "many"
+			}
+		}
+	}
+	return out
+}
+
+// TestSCGHeaders: a limit with SCGHeaders sends SCG's four headers: the
+// tokens left (admitted or denied), rate, capacity and cost; -1 remaining
+// when the store failed and the request went through, or no store counted.
+func TestSCGHeaders(t *testing.T) {
+	key := mustKey(t, "header:X-User-Id")
+	run := func(store ratelimit.Store, onErr func(Request, error) *Problem, n int) *httptest.ResponseRecorder {
+		t.Helper()
+		m, err := New(Options{Route: "api", Store: store, OnStoreError: onErr,
+			Limits: []Limit{{Policy: scgBucket, Key: key, Cost: 2, SCGHeaders: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w *httptest.ResponseRecorder
+		for range n {
+			w = httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/api", nil)
+			r.Header.Set("X-User-Id", "u1")
+			m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, r)
+		}
+		return w
+	}
+	want := func(rem string) map[string]string {
+		return map[string]string{HeaderSCGRemaining: rem, HeaderSCGReplenishRate: "2", HeaderSCGBurstCapacity: "5", HeaderSCGRequestedTokens: "2"}
+	}
+	clock := kit.NewManualClock(t0)
+	st := newTestStore(t, clock)
+	w := run(st, nil, 1)
+	if d := cmp.Diff(want("3"), scgHeaderValues(w)); d != "" || w.Code != 200 {
+		t.Errorf("admitted: %d (-want +got):\n%s", w.Code, d)
+	}
+	if !slices.Contains(st.keys(), ratelimit.SCGKey("u1")) {
+		t.Errorf("state keys %q, want SCG's %q", st.keys(), ratelimit.SCGKey("u1"))
+	}
+	w = run(newTestStore(t, clock), nil, 3)
+	if d := cmp.Diff(want("1"), scgHeaderValues(w)); d != "" || w.Code != http.StatusTooManyRequests {
+		t.Errorf("denied: %d (-want +got):\n%s", w.Code, d)
+	}
+	failing := newTestStore(t, clock)
+	failing.err = errors.New("down")
+	w = run(failing, func(Request, error) *Problem { return nil }, 1)
+	if d := cmp.Diff(want("-1"), scgHeaderValues(w)); d != "" || w.Code != 200 {
+		t.Errorf("store failed, let through: %d (-want +got):\n%s", w.Code, d)
+	}
+	w = run(failing, nil, 1)
+	if d := cmp.Diff(map[string]string{}, scgHeaderValues(w)); d != "" || w.Code != http.StatusServiceUnavailable {
+		t.Errorf("store failed, 503: %d (-want +got):\n%s", w.Code, d)
+	}
+	w = run(uncountedStore{newTestStore(t, clock), map[string]bool{"scg": true}}, nil, 1)
+	if d := cmp.Diff(want("-1"), scgHeaderValues(w)); d != "" || w.Code != 200 {
+		t.Errorf("uncounted: %d (-want +got):\n%s", w.Code, d)
+	}
+}
+
+func TestBudgetKey(t *testing.T) {
+	if got := BudgetKey("api", "0", scgBucket, []string{"u1"}); got != "request_rate_limiter.{u1}" {
+		t.Errorf("compat scg: %q", got)
+	}
+	if got, want := BudgetKey("api", "0", perUser, []string{"u1"}), StateKey("api", "0", "per-user", []string{"u1"}); got != want {
+		t.Errorf("native: %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sluice-gw/sluice/config/scgimport"
+)
+
+// exitPartial is import's exit status when it wrote a configuration but
+// left parts of the input out (each listed on stderr).
+const exitPartial = 3
+
+const importUsage = `usage: sluice import scg [flags] FILE...
+
+Translates Spring Cloud Gateway's configuration (Spring Boot application.yml,
+.yaml or .properties files, later files overriding earlier ones) into a sluice
+configuration on stdout. Every part it cannot translate is listed on stderr as
+FILE:LINE: message (docs/migrating-from-scg.md).
+
+  --profile P              an active Spring profile (repeatable, or comma-separated;
+                           default: the files' spring.profiles.active)
+  --key-resolver BEAN=KEY  the sluice key of a key resolver bean, such as
+                           userKeyResolver=header:X-User-Id (repeatable)
+  --native                 sluice's own token buckets instead of compat: scg
+                           (budgets then no longer shared with SCG instances)
+
+Exit status: 0 complete, 3 written but partial (see stderr), 1 a file could not
+be read, 2 usage error.
+`
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// runImport runs `sluice import scg`.
+func runImport(args []string, env Env) int {
+	if len(args) == 0 || args[0] != "scg" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(env.Stdout, importUsage)
+			return exitOK
+		}
+		fmt.Fprintf(env.Stderr, "sluice import: the one source is scg\n%s", importUsage)
+		return exitUsage
+	}
+	args = args[1:]
+	fs := flag.NewFlagSet("sluice import scg", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var profiles, resolvers stringList
+	var native bool
+	fs.Var(&profiles, "profile", "")
+	fs.Var(&resolvers, "key-resolver", "")
+	fs.BoolVar(&native, "native", false, "")
+	// Flags may come before, between or after the files.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(env.Stdout, importUsage)
+				return exitOK
+			}
+			fmt.Fprintf(env.Stderr, "sluice import scg: %v\n%s", err, importUsage)
+			return exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(env.Stderr, "sluice import scg: no FILE given\n%s", importUsage)
+		return exitUsage
+	}
+	o := scgimport.Options{Native: native, KeyResolvers: map[string]string{}}
+	for _, p := range profiles {
+		for _, q := range strings.Split(p, ",") {
+			if q = strings.TrimSpace(q); q != "" {
+				o.Profiles = append(o.Profiles, q)
+			}
+		}
+	}
+	for _, r := range resolvers {
+		bean, key, err := scgimport.ParseKeyResolver(r)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sluice import scg: %v\n", err)
+			return exitUsage
+		}
+		o.KeyResolvers[bean] = key
+	}
+	in := make([]scgimport.File, len(files))
+	for i, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sluice import scg: %v\n", err)
+			return exitError
+		}
+		in[i] = scgimport.File{Name: name, Data: data}
+	}
+	res, err := scgimport.Translate(in, o)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sluice import scg: %v\n", err)
+		return exitError
+	}
+	fmt.Fprint(env.Stdout, res.Config)
+	for _, n := range res.Notes {
+		fmt.Fprintln(env.Stderr, n)
+	}
+	if !res.Complete() {
+		return exitPartial
+	}
+	return exitOK
+}

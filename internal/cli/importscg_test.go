@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway"
+)
+
+// TestImportSCGGolden translates each Spring Cloud Gateway configuration
+// under testdata/importscg/<case>/ (the files and flags listed in its
+// `args`, one per line; a name ending in .yml, .yaml or .properties is a
+// file of the case) and compares the exit status, stdout and stderr
+// with its want.golden; the translated configuration must pass what
+// `sluice check` checks. Regenerate with:
+//
+//	go test ./internal/cli -run TestImportSCGGolden -update
+func TestImportSCGGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/importscg/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 10 {
+		t.Fatalf("%d import cases, want at least 10", len(dirs))
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(dir, "args"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"import", "scg"}
+			for _, a := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+				if a = strings.TrimSpace(a); a == "" {
+					continue
+				}
+				switch filepath.Ext(a) {
+				case ".yml", ".yaml", ".properties":
+					a = filepath.Join(dir, a)
+				}
+				args = append(args, a)
+			}
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr})
+			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout.String(), stderr.String())
+			golden := filepath.Join(dir, "want.golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("import mismatch (-want +got):\n%s", d)
+			}
+			if code != exitOK && code != exitPartial {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			checkTranslated(t, stdout.Bytes())
+		})
+	}
+}
+
+// checkTranslated runs what `sluice check` runs on a translated
+// configuration, with every environment variable it names set.
+func checkTranslated(t *testing.T, data []byte) *config.Config {
+	t.Helper()
+	lookup := func(string) (string, bool) { return "secret", true }
+	cfg, err := config.Parse("translated.yaml", data, lookup)
+	if err != nil {
+		t.Fatalf("sluice check refuses the translation:\n%v\n%s", err, data)
+	}
+	g, err := gateway.New(cfg, gateway.Deps{})
+	if err != nil {
+		t.Fatalf("gateway.New: %v", err)
+	}
+	g.Close()
+	return cfg
+}
+
+func TestImportSCGUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		in   string
+	}{
+		{[]string{"import"}, exitUsage, "the one source is scg"},
+		{[]string{"import", "nginx"}, exitUsage, "the one source is scg"},
+		{[]string{"import", "scg"}, exitUsage, "no FILE given"},
+		{[]string{"import", "scg", "--key-resolver", "nobean", "x.yml"}, exitUsage, "want BEAN=KEY"},
+		{[]string{"import", "scg", "--key-resolver", "b=header:", "x.yml"}, exitUsage, "--key-resolver"},
+		{[]string{"import", "scg", "--bogus", "x.yml"}, exitUsage, "not defined"},
+		{[]string{"import", "scg", "testdata/importscg/does-not-exist.yml"}, exitError, "no such file"},
+		{[]string{"import", "scg", "testdata/importscg/seed/args"}, exitError, "not a .yml, .yaml or .properties file"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), tc.args, Env{Stdout: &stdout, Stderr: &stderr})
+		if code != tc.code || !strings.Contains(stderr.String(), tc.in) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.in)
+		}
+	}
+	var stdout bytes.Buffer
+	if code := Run(context.Background(), []string{"import", "scg", "-h"}, Env{Stdout: &stdout, Stderr: &stdout}); code != exitOK || !strings.Contains(stdout.String(), "--key-resolver") {
+		t.Errorf("import scg -h: exit %d, %q", code, stdout.String())
+	}
+}
