@@ -416,7 +416,12 @@ func lostShard(_ context.Context, e *Env, fullCoverage bool) error {
 		victim = cl.Masters[victimIdx]
 		return victim.Kill()
 	})
-	e.Recover(e.Before+e.Fault, "restart it (empty)", func(context.Context) error { return victim.Restart() })
+	e.Recover(e.Before+e.Fault, "restart it (empty)", func(context.Context) error {
+		if victim == nil {
+			return errors.New("no master was killed: the kill step failed")
+		}
+		return victim.Restart()
+	})
 	// Back on Redis is measured from the restart: the node's rejoin (it
 	// answers CLUSTERDOWN until it has heard from the others) is part of
 	// the recovery.
