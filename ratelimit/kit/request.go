@@ -9,10 +9,12 @@ import (
 var (
 	errShortOut  = errors.New("ratelimit: out is shorter than reqs")
 	errNilPolicy = errors.New("ratelimit: request with nil policy")
+	errNoLease   = errors.New("ratelimit: concurrency request without a lease id")
 )
 
 // CheckRequests validates what a Store is given: a non-nil policy and a cost
-// within it for every request, and room in out. Stores call it first; it
+// within it for every request, a lease id for a concurrency request, and
+// room in out. Stores call it first; it
 // returns an error wrapping [ratelimit.ErrInvalidCost] for a cost outside
 // 1..Max().
 func CheckRequests(reqs []ratelimit.Request, out []ratelimit.Decision) error {
@@ -25,6 +27,9 @@ func CheckRequests(reqs []ratelimit.Request, out []ratelimit.Decision) error {
 		}
 		if err := reqs[i].Policy.CheckCost(Cost(reqs[i])); err != nil {
 			return err
+		}
+		if reqs[i].Policy.IsConcurrency() && reqs[i].Lease == "" {
+			return errNoLease
 		}
 	}
 	return nil
