@@ -44,8 +44,11 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 		return true, nil
 	}
 	// Standalone and Sentinel: the call may be combined with concurrent
-	// ones (batch.go), which bounds its wait by the Timeout itself.
-	if c := s.cur.Load(); c != nil && !c.cluster {
+	// ones (batch.go), which bounds its wait by the Timeout itself. A
+	// call with concurrency limits is never combined: a batch shares its
+	// policies' arguments between requests, and a lease id is per request.
+	leases := ratelimit.HasLeases(reqs)
+	if c := s.cur.Load(); c != nil && !c.cluster && !leases {
 		return s.evaluateCombined(ctx, c, reqs, out)
 	}
 	ctx, cancel := s.bound(ctx)
@@ -54,11 +57,11 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if err != nil {
 		return false, err
 	}
-	if !c.cluster {
+	if !c.cluster && !leases {
 		return s.evaluateCombined(ctx, c, reqs, out)
 	}
 	now := s.now()
-	if len(reqs) > 1 {
+	if c.cluster && len(reqs) > 1 {
 		if groups := slotGroups(reqs); len(groups) > 1 {
 			return s.evaluateSlots(ctx, c, reqs, out, groups, now)
 		}
@@ -222,8 +225,12 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			nkeys++
 		}
 		q := kit.ParamsOf(p)
+		perV := per(q)
+		if p.IsConcurrency() {
+			perV = p.LeaseTTL().Microseconds()
+		}
 		// Hexadecimal: the script parses it with strtoul, not strtod.
-		for _, v := range [...]int64{q.Max, per(q), q.MaxDelayMicros, kit.Cost(*r)} {
+		for _, v := range [...]int64{q.Max, perV, q.MaxDelayMicros, kit.Cost(*r)} {
 			buf = strconv.AppendInt(buf, v, 16)
 			ends = append(ends, len(buf))
 		}
@@ -245,8 +252,11 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			cl.keys = append(cl.keys, next())
 		}
 		shape, shadow := "0", "0"
-		if r.Policy.Mode() == ratelimit.Shape {
+		switch {
+		case r.Policy.Mode() == ratelimit.Shape:
 			shape = "1"
+		case r.Policy.IsConcurrency():
+			shape = r.Lease // the script reads the lease id in shape's place
 		}
 		if r.Shadow {
 			shadow = "1"
@@ -333,7 +343,7 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 // limit in police mode without max_delay that is not a sliding log (its
 // shadow flag only matters to the caller, see run), else args itself.
 func loneArgs(args []string) []string {
-	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[5] != "0" || args[6] != "0" {
+	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[2] == specs[6].code || args[5] != "0" || args[6] != "0" {
 		return args
 	}
 	return []string{args[2], args[1], args[3], args[4], args[7]}
