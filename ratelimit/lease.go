@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -64,4 +66,38 @@ func HasLeases(reqs []Request) bool {
 		}
 	}
 	return false
+}
+
+// LeasesOf returns the concurrency requests of reqs that name a lease, in a
+// new slice (nil if there are none).
+func LeasesOf(reqs []Request) []Request {
+	var out []Request
+	for _, r := range reqs {
+		if r.Policy != nil && r.Policy.IsConcurrency() && r.Lease != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ErrNoLeases is returned (wrapped) for a concurrency request given to a
+// store that is not a LeaseStore.
+var ErrNoLeases = errors.New("store does not hold leases")
+
+// ReleaseLeases calls s.Release if s is a LeaseStore; otherwise it fails
+// with ErrNoLeases. Store wrappers use it to pass releases on.
+func ReleaseLeases(ctx context.Context, s Store, reqs []Request) error {
+	if ls, ok := s.(LeaseStore); ok {
+		return ls.Release(ctx, reqs)
+	}
+	return fmt.Errorf("release: %T: %w", s, ErrNoLeases)
+}
+
+// RenewLeases calls s.Renew if s is a LeaseStore; otherwise it fails with
+// ErrNoLeases.
+func RenewLeases(ctx context.Context, s Store, reqs []Request) error {
+	if ls, ok := s.(LeaseStore); ok {
+		return ls.Renew(ctx, reqs)
+	}
+	return fmt.Errorf("renew: %T: %w", s, ErrNoLeases)
 }

@@ -17,7 +17,7 @@ var _ ratelimit.LeaseStore = (*Store)(nil)
 // that is not held, so a release is safe to send again. Each command names
 // one key, so on Cluster each goes to the node serving it.
 func (s *Store) Release(ctx context.Context, reqs []ratelimit.Request) error {
-	reqs = leaseRequests(reqs)
+	reqs = ratelimit.LeasesOf(reqs)
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -43,7 +43,7 @@ func (s *Store) Release(ctx context.Context, reqs []ratelimit.Request) error {
 // lease TTL from Redis' TIME (lua/renew.lua; one run per lease, since on
 // Cluster the keys may sit in different slots).
 func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) error {
-	reqs = leaseRequests(reqs)
+	reqs = ratelimit.LeasesOf(reqs)
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -66,15 +66,4 @@ func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) error {
 // leaseKey is the Redis key of r's leases.
 func (s *Store) leaseKey(r ratelimit.Request) string {
 	return appendKeys(nil, s.prefix, tag(r.Key), specOf(r.Policy))[0]
-}
-
-// leaseRequests returns the concurrency requests of reqs, checked.
-func leaseRequests(reqs []ratelimit.Request) []ratelimit.Request {
-	out := reqs[:0:0]
-	for _, r := range reqs {
-		if r.Policy != nil && r.Policy.IsConcurrency() && r.Lease != "" {
-			out = append(out, r)
-		}
-	}
-	return out
 }
