@@ -242,13 +242,15 @@ type Redis struct {
 // The others must be left out.
 type PolicySpec struct {
 	// Algorithm is token_bucket, leaky_bucket, fixed_window, sliding_log,
-	// sliding_window or gcra (docs/semantics.md §2). Required.
+	// sliding_window or gcra (docs/semantics.md §2), or concurrency: at most
+	// limit requests of a key in flight at once (docs/algorithms.md).
+	// Required.
 	Algorithm ratelimit.Algorithm `yaml:"algorithm"`
 	// Capacity is the bucket size (token_bucket, leaky_bucket): an integer
 	// from 1 to 2^53.
 	Capacity int64 `yaml:"capacity"`
-	// Limit is the number of units per window (window algorithms): an
-	// integer from 1 to 2^53.
+	// Limit is the number of units per window (window algorithms), or of
+	// requests in flight (concurrency): an integer from 1 to 2^53.
 	Limit int64 `yaml:"limit"`
 	// Burst is gcra's burst: an integer from 1 to 2^53.
 	Burst int64 `yaml:"burst"`
@@ -269,6 +271,11 @@ type PolicySpec struct {
 	// denial. A duration > 0; left out, the wait is bounded only by the
 	// capacity.
 	MaxDelay time.Duration `yaml:"max_delay"`
+	// LeaseTTL is how long a concurrency lease lives when the instance
+	// holding it stops renewing it (it died mid-request); the gateway
+	// renews the leases of longer requests. A whole number of milliseconds,
+	// at least 100ms. Concurrency only; default 30s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 }
 
 // config returns the spec as a ratelimit.PolicyConfig named name.
@@ -277,6 +284,7 @@ func (s PolicySpec) config(name string) ratelimit.PolicyConfig {
 		Name: name, Algorithm: s.Algorithm,
 		Capacity: s.Capacity, Limit: s.Limit, Burst: s.Burst,
 		Rate: s.Rate, Window: s.Window, Mode: s.Mode, MaxDelay: s.MaxDelay,
+		LeaseTTL: s.LeaseTTL,
 	}
 }
 

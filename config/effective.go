@@ -160,6 +160,7 @@ func policyFlow(p PolicySpec) string {
 	add("window", duration(p.Window), p.Window != 0)
 	add("mode", quote(string(p.Mode)), p.Mode != "")
 	add("max_delay", duration(p.MaxDelay), p.MaxDelay != 0)
+	add("lease_ttl", duration(p.LeaseTTL), p.LeaseTTL != 0)
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 

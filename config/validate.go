@@ -326,11 +326,11 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // algorithmNames lists the algorithms for messages.
 func algorithmNames() string {
-	names := make([]string, len(ratelimit.Algorithms))
+	names := make([]string, len(ratelimit.Algorithms), len(ratelimit.Algorithms)+1)
 	for i, a := range ratelimit.Algorithms {
 		names[i] = string(a)
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(append(names, string(ratelimit.Concurrency)), ", ")
 }
 
 // maxName is the name of a policy's limit (capacity, limit or burst).
@@ -418,6 +418,7 @@ func (v *validator) givenZeros(path string, s PolicySpec, reported map[string]bo
 	set("window", s.Window == 0, func() { probe.Window = time.Second })
 	set("mode", s.Mode == "", func() { probe.Mode = ratelimit.Police })
 	set("max_delay", s.MaxDelay == 0, func() { probe.MaxDelay = time.Second })
+	set("lease_ttl", s.LeaseTTL == 0, func() { probe.LeaseTTL = time.Second })
 	if !any {
 		return nil
 	}
@@ -782,6 +783,8 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 		case !defined:
 			v.errf(at, "%s", unknownPolicy(c, name))
 		case pol == nil: // invalid; reported under policies
+		case pol.IsConcurrency() && l.Cost != 1:
+			v.errf(p+".cost", "cost %d on concurrency policy %q: a request in flight holds one slot, so cost must be 1 (or left out)", l.Cost, name)
 		case l.Cost > pol.Max() && what == "":
 			v.errf(p+".cost", "cost %d is above the %s %d of policy %q, so no request could ever be admitted", l.Cost, maxName(pol.Algorithm()), pol.Max(), name)
 		case l.Cost > pol.Max():

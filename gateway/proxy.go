@@ -260,6 +260,9 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 		h.fail(ctx, r, err)
 		return
 	}
+	if ub != nil {
+		ub.lease = r.takeLease() // released when the streamed body ends
+	}
 	h.answer(ctx, resp, ub, res)
 }
 
@@ -588,6 +591,7 @@ type upstreamBody struct {
 	release func(reuse bool)
 	eof     bool
 	once    sync.Once
+	lease   *httplimit.Lease // the request's leases, released on Close
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -605,6 +609,7 @@ func (b *upstreamBody) Close() error {
 		b.resp.CloseBodyStream() //nolint:errcheck // the connection is closed when not reused
 		b.release(reuse)
 		fasthttp.ReleaseResponse(b.resp)
+		b.lease.Release() //nolint:errcheck // an unreleased lease expires
 	})
 	return nil
 }

@@ -132,6 +132,11 @@ func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplim
 	}
 	rt.mw.Decide(view, res)
 	if res.Forward {
+		// The leases end with the response: here, unless the final
+		// handler took them for a body it streams or a connection it
+		// hijacks; also on a panic.
+		r.lease = rt.mw.Hold(res)
+		defer func() { r.takeLease().Release() }() //nolint:errcheck // an unreleased lease expires
 		rt.final(ctx, r, res)
 		return
 	}

@@ -38,6 +38,18 @@ type publicRequest struct {
 	// status, when not 0, is the status recorded instead of the response's
 	// (499: the client went away).
 	status int
+	// lease holds the request's concurrency leases until its response
+	// ends (see route.decide); nil when it holds none.
+	lease *httplimit.Lease
+}
+
+// takeLease hands the request's leases to the caller, who then releases
+// them when the response ends: a streamed body or a hijacked connection
+// outlives the handler.
+func (r *publicRequest) takeLease() *httplimit.Lease {
+	l := r.lease
+	r.lease = nil
+	return l
 }
 
 var _ httplimit.Request = (*publicRequest)(nil)

@@ -1,0 +1,135 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Concurrency limits. A limit whose policy is a concurrency policy takes a
+// lease when the request is admitted (Decide); the engine's adapter takes
+// the leases over with Hold before it forwards the request, and releases
+// them when the response has ended, however it ends (Lease.Release). While
+// held, the leases are renewed every third of their TTL, so a request
+// longer than the TTL keeps its slot; a process that dies mid-request stops
+// renewing and its leases expire within the TTL.
+
+// releaseTimeout bounds a release that the store does not bound itself.
+const releaseTimeout = 5 * time.Second
+
+// leasePrefix makes lease ids unique across processes; leaseSeq within one.
+var (
+	leasePrefix = func() string {
+		var b [12]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		return base64.RawURLEncoding.EncodeToString(b[:]) + "."
+	}()
+	leaseSeq atomic.Uint64
+)
+
+// newLeaseID returns an id no other request of any process uses.
+func newLeaseID() string {
+	return leasePrefix + strconv.FormatUint(leaseSeq.Add(1), 36)
+}
+
+// Lease is the set of leases one admitted request holds. Its methods are
+// safe for concurrent use, and a nil *Lease holds nothing.
+type Lease struct {
+	store ratelimit.LeaseStore
+	reqs  []ratelimit.Request
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// HasLeases reports whether res holds leases that Hold must take over.
+func (res *Result) HasLeases() bool { return len(res.leases) > 0 }
+
+// Hold takes over the leases res holds (nil if none) and starts renewing
+// them. The caller must Release the Lease when the response has ended; a
+// Result whose request is forwarded without Hold keeps its slots until the
+// leases expire.
+func (m *Middleware) Hold(res *Result) *Lease {
+	if len(res.leases) == 0 {
+		return nil
+	}
+	l := &Lease{
+		store: m.store.(ratelimit.LeaseStore), // New checked it
+		reqs:  slices.Clone(res.leases),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	clear(res.leases)
+	res.leases = res.leases[:0]
+	every := time.Duration(1<<63 - 1)
+	for _, r := range l.reqs {
+		every = min(every, r.Policy.LeaseTTL()/3)
+	}
+	go l.renew(every)
+	return l
+}
+
+// renew renews the leases every interval until Release.
+func (l *Lease) renew(every time.Duration) {
+	defer close(l.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			// A failed renewal is not fatal: the next one may succeed
+			// before the lease expires.
+			_ = l.store.Renew(ctx, l.reqs)
+			cancel()
+		}
+	}
+}
+
+// Release stops the renewals and gives the leases back, once: calling it
+// again does nothing. It waits for the store (bounded by the store's own
+// timeout) and returns its error; a lease whose release failed expires by
+// its TTL.
+func (l *Lease) Release() error {
+	if l == nil {
+		return nil
+	}
+	var err error
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.done
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		err = l.store.Release(ctx, l.reqs)
+	})
+	return err
+}
+
+// usesLeases reports whether any policy l can use is a concurrency policy.
+func usesLeases(l *Limit) bool {
+	if l.Policy != nil && l.Policy.IsConcurrency() {
+		return true
+	}
+	for _, p := range l.Overrides {
+		if p != nil && p.IsConcurrency() {
+			return true
+		}
+	}
+	if l.Plans != nil {
+		for _, p := range l.Plans.Policies {
+			if p != nil && p.IsConcurrency() {
+				return true
+			}
+		}
+	}
+	return false
+}
