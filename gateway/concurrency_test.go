@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -333,4 +334,107 @@ func eventually200(t *testing.T, front, path string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestConcurrencyUpgradeHoldsSlot: an upgraded connection (a websocket,
+// say) holds its slot while the two sides are piped, and gives it back when
+// the client closes.
+func TestConcurrencyUpgradeHoldsSlot(t *testing.T) {
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upLn.Close()
+	go func() {
+		for {
+			c, err := upLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+				io.Copy(c, br) // echo until the client closes
+			}()
+		}
+	}()
+	cfg := leaseConfig("http://"+upLn.Addr().String(), 1, 30*time.Second)
+	g := newTestGateway(t, cfg)
+	srv := NewServer(g, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	upgrade := func() (net.Conn, int) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", srv.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: gw\r\nX-User: u\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, resp.StatusCode
+	}
+	first, status := upgrade()
+	if status != http.StatusSwitchingProtocols {
+		t.Fatalf("first upgrade = %d, want 101", status)
+	}
+	second, status := upgrade()
+	second.Close()
+	if status != http.StatusTooManyRequests {
+		t.Errorf("upgrade while another is open = %d, want 429", status)
+	}
+	first.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, status := upgrade()
+		c.Close()
+		if status == http.StatusSwitchingProtocols {
+			break
+		}
+		if status != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("upgrade after the first closed = %d, want 101 within 5s (lease TTL 30s)", status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConcurrencyRenewsLongRequests: a request longer than the lease TTL
+// keeps its slot, renewed while it runs; once it ends the slot is free.
+func TestConcurrencyRenewsLongRequests(t *testing.T) {
+	up := newSlowUpstream(t)
+	const ttl = time.Second
+	front := httptest.NewServer(newTestGateway(t, leaseConfig(up.URL, 1, ttl)))
+	defer front.Close()
+	done := make(chan int, 1)
+	go func() {
+		status, _, _, _ := getAs(t.Context(), front.URL, "/long", "u")
+		done <- status
+	}()
+	waitFor(t, 10*time.Second, "the long request did not reach the upstream", func() bool { return up.inflight.Load() == 1 })
+	start := time.Now()
+	for time.Since(start) < 4*ttl {
+		status, _, _, err := getAs(t.Context(), front.URL, "/probe", "u")
+		if err != nil || status != http.StatusTooManyRequests {
+			t.Fatalf("probe %v into a request holding the only slot = %d (%v), want 429: the lease was not renewed", time.Since(start).Round(time.Millisecond), status, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	up.open()
+	if s := <-done; s != http.StatusOK {
+		t.Fatalf("long request = %d, want 200", s)
+	}
+	eventually200(t, front.URL, "/after")
 }
