@@ -39,6 +39,9 @@ type Config struct {
 	// RLS, if set, serves Envoy's rate limit service (gRPC) on its own
 	// listener, deciding with the same policies and store (docs/envoy.md).
 	RLS *RLS `yaml:"rls"`
+	// Shedding turns on load shedding by route priority (shedding.go);
+	// nil when the file has no shedding section.
+	Shedding *Shedding `yaml:"shedding"`
 	// Log configures the process log and the access log's format; see [Log].
 	Log Log `yaml:"log"`
 	// Tracing configures OpenTelemetry tracing (default off); see [Tracing].
@@ -306,6 +309,9 @@ type Route struct {
 	// route with from: request, the segments removed from the auth
 	// request's path to get the original path. Default 0.
 	StripPrefix int `yaml:"strip_prefix"`
+	// Priority is critical, high, normal or low: the order in which load
+	// shedding (the shedding section) spares requests. Default normal.
+	Priority string `yaml:"priority"`
 	// Timeout is the upstream answer deadline; past it the client gets 504.
 	// Upstream routes only. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`

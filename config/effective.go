@@ -77,6 +77,7 @@ func (c *Config) Effective() string {
 			w.route(r)
 		}
 	}
+	w.shedding(c.Shedding)
 	w.observe(c)
 	return w.String()
 }
@@ -92,6 +93,9 @@ func (w *yamlWriter) match(n int, m *Match) {
 
 func (w *yamlWriter) route(r Route) {
 	w.kv(1, "- id", quote(r.ID))
+	if r.Priority != "" {
+		w.kv(2, "priority", quote(r.Priority))
+	}
 	w.line(2, "match:")
 	w.match(3, &r.Match)
 	switch {

@@ -180,6 +180,9 @@ func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 	if c.RLS != nil {
 		v.rls(c)
 	}
+	if c.Shedding != nil {
+		v.shedding(c.Shedding)
+	}
 	return compiled
 }
 
@@ -502,6 +505,7 @@ func policyMessage(pe *ratelimit.PolicyError, s PolicySpec, given bool) string {
 func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Policy, firstID map[string]int) {
 	r := &c.Routes[i]
 	p := fmt.Sprintf("routes[%d]", i)
+	v.priority(c, i)
 	switch first, dup := firstID[r.ID]; {
 	case r.ID == "":
 		v.errf(p+".id", "id is required (letters, digits, '.', '_' and '-')")
