@@ -161,7 +161,7 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	ctx.HijackSetNoResponse(true)
 	lease := r.takeLease() // held while the connections are piped
 	ctx.Hijack(func(client net.Conn) {
-		defer lease.Release() //nolint:errcheck // an unreleased lease expires
+		defer lease.Release()
 		defer conn.Close()
 		if _, err := client.Write(head); err != nil {
 			return

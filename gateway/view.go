@@ -38,17 +38,17 @@ type publicRequest struct {
 	// status, when not 0, is the status recorded instead of the response's
 	// (499: the client went away).
 	status int
-	// lease holds the request's concurrency leases until its response
-	// ends (see route.decide); nil when it holds none.
-	lease *httplimit.Lease
+	// lease holds the request's leases (concurrency limits, shedding)
+	// until its response ends (see route.decide).
+	lease held
 }
 
 // takeLease hands the request's leases to the caller, who then releases
 // them when the response ends: a streamed body or a hijacked connection
 // outlives the handler.
-func (r *publicRequest) takeLease() *httplimit.Lease {
+func (r *publicRequest) takeLease() held {
 	l := r.lease
-	r.lease = nil
+	r.lease = held{}
 	return l
 }
 

@@ -34,8 +34,8 @@ var (
 	leaseSeq atomic.Uint64
 )
 
-// newLeaseID returns an id no other request of any process uses.
-func newLeaseID() string {
+// NewLeaseID returns a lease id no other request of any process uses.
+func NewLeaseID() string {
 	return leasePrefix + strconv.FormatUint(leaseSeq.Add(1), 36)
 }
 
@@ -60,14 +60,21 @@ func (m *Middleware) Hold(res *Result) *Lease {
 	if len(res.leases) == 0 {
 		return nil
 	}
+	l := HoldLeases(m.store.(ratelimit.LeaseStore), res.leases) // New checked the store
+	clear(res.leases)
+	res.leases = res.leases[:0]
+	return l
+}
+
+// HoldLeases returns a Lease holding the leases reqs (concurrency requests
+// that store admitted), renewing them until Release. reqs is copied.
+func HoldLeases(store ratelimit.LeaseStore, reqs []ratelimit.Request) *Lease {
 	l := &Lease{
-		store: m.store.(ratelimit.LeaseStore), // New checked it
-		reqs:  slices.Clone(res.leases),
+		store: store,
+		reqs:  slices.Clone(reqs),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
-	clear(res.leases)
-	res.leases = res.leases[:0]
 	every := time.Duration(1<<63 - 1)
 	for _, r := range l.reqs {
 		every = min(every, r.Policy.LeaseTTL()/3)

@@ -381,7 +381,7 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	}
 	q := ratelimit.Request{Key: string(sc.buf), Policy: p, Cost: l.Cost, Shadow: l.Shadow}
 	if p.IsConcurrency() {
-		q.Lease = newLeaseID()
+		q.Lease = NewLeaseID()
 	}
 	sc.reqs = append(sc.reqs, q)
 	sc.limitOf = append(sc.limitOf, i)

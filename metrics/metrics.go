@@ -52,6 +52,7 @@ type Metrics struct {
 	buildInfo      *prometheus.GaugeVec
 	storeKeys      *storeKeys
 	keyOverflow    *prometheus.CounterVec
+	shed           *prometheus.CounterVec
 	routes         sync.Map // route id -> *routeSeries
 }
 
@@ -120,6 +121,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_store_key_overflow_total",
 		Help: "Limits decided against a shared overflow budget because store.memory.max_keys was reached, by in-process store (memory, fallback).",
 	}, []string{"store"}))
+	m.shed = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_shed_total",
+		Help: "Requests shed (503) by load shedding, by route, route priority and reason (in_flight: the fleet budget share of the priority is full; latency: the upstream is slow).",
+	}, []string{"route", "priority", "reason"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -280,4 +285,12 @@ func (m *Metrics) BuildInfo(version, commit, goVersion string) {
 		return
 	}
 	m.buildInfo.WithLabelValues(version, commit, goVersion).Set(1)
+}
+
+// Shed counts one request of route (of the given priority) shed for reason.
+func (m *Metrics) Shed(route, priority, reason string) {
+	if m == nil {
+		return
+	}
+	m.shed.WithLabelValues(route, priority, reason).Inc()
 }
