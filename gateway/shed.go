@@ -57,8 +57,10 @@ type routeShed struct {
 	// slow is the average latency at or above which the route is shed;
 	// zero: never for latency.
 	slow    time.Duration
-	metrics interface{ Shed(route, priority, reason string) }
-	onShed  func(route string)
+	metrics interface {
+		Shed(route, priority, reason string)
+	}
+	onShed func(route string)
 }
 
 // newRouteShed builds route rc's shedding, or returns nil without a
