@@ -98,7 +98,7 @@ func (g *Gateway) newRouteShed(rc *config.Route) (*routeShed, error) {
 // shed. A store error sheds nothing: shedding protects the fleet, it does
 // not replace store.on_error, which the route's limits follow.
 func (s *routeShed) admit(ctx context.Context) (*httplimit.Lease, string) {
-	if s.slow > 0 && s.latency.get() >= s.slow {
+	if s.slow > 0 && s.latency.get() >= s.slow && !s.latency.probe() {
 		return nil, shedLatency
 	}
 	reqs := []ratelimit.Request{{Key: shedKey, Policy: s.policy, Lease: httplimit.NewLeaseID()}}
@@ -129,13 +129,33 @@ func (s *routeShed) shed(ctx *fasthttp.RequestCtx, reason string) {
 
 // latencyAverage is an exponentially weighted moving average of an
 // upstream's response times (to its response headers), each new one
-// weighing 1/8.
-type latencyAverage struct{ ns atomic.Int64 }
+// weighing 1/8. A shed request feeds it nothing, so an upstream that only
+// shed routes use would keep its average forever: once no answer has been
+// seen for probeInterval, probe lets one request through to measure again.
+type latencyAverage struct {
+	ns   atomic.Int64
+	last atomic.Int64 // when the last answer (or probe) was seen, ns since monoBase
+}
+
+// probeInterval is how long a slow upstream goes without an answer before
+// a request shed for latency is let through to measure it again.
+const probeInterval = time.Second
+
+var monoBase = time.Now()
+
+// probe reports whether a request shed for latency goes through to
+// measure the upstream again; at most one per probeInterval does.
+func (a *latencyAverage) probe() bool {
+	now := int64(time.Since(monoBase))
+	last := a.last.Load()
+	return now-last >= int64(probeInterval) && a.last.CompareAndSwap(last, now)
+}
 
 func (a *latencyAverage) observe(d time.Duration) {
 	if a == nil {
 		return
 	}
+	a.last.Store(int64(time.Since(monoBase)))
 	for {
 		old := a.ns.Load()
 		next := int64(d)
