@@ -21,9 +21,6 @@ import (
 // longer than the TTL keeps its slot; a process that dies mid-request stops
 // renewing and its leases expire within the TTL.
 
-// releaseTimeout bounds a release that the store does not bound itself.
-const releaseTimeout = 5 * time.Second
-
 // leasePrefix makes lease ids unique across processes; leaseSeq within one.
 var (
 	leasePrefix = func() string {
@@ -44,8 +41,7 @@ func NewLeaseID() string {
 type Lease struct {
 	store ratelimit.LeaseStore
 	reqs  []ratelimit.Request
-	stop  chan struct{}
-	done  chan struct{}
+	r     *renewer
 	once  sync.Once
 }
 
@@ -69,56 +65,97 @@ func (m *Middleware) Hold(res *Result) *Lease {
 // HoldLeases returns a Lease holding the leases reqs (concurrency requests
 // that store admitted), renewing them until Release. reqs is copied.
 func HoldLeases(store ratelimit.LeaseStore, reqs []ratelimit.Request) *Lease {
-	l := &Lease{
-		store: store,
-		reqs:  slices.Clone(reqs),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-	}
+	l := &Lease{store: store, reqs: slices.Clone(reqs)}
 	every := time.Duration(1<<63 - 1)
 	for _, r := range l.reqs {
 		every = min(every, r.Policy.LeaseTTL()/3)
 	}
-	go l.renew(every)
+	l.r = renewerFor(every)
+	l.r.add(l)
 	return l
 }
 
-// renew renews the leases every interval until Release.
-func (l *Lease) renew(every time.Duration) {
-	defer close(l.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), every)
-			// A failed renewal is not fatal: the next one may succeed
-			// before the lease expires.
-			_ = l.store.Renew(ctx, l.reqs)
-			cancel()
-		}
-	}
-}
-
 // Release stops the renewals and gives the leases back, once: calling it
-// again does nothing. It waits for the store (bounded by the store's own
-// timeout) and returns its error; a lease whose release failed expires by
-// its TTL.
+// again does nothing. It waits for the store (which bounds the call by its
+// own timeout) and returns its error; a lease whose release failed expires by
+// its TTL. A renewal running meanwhile cannot bring a released lease back:
+// a renewal extends only a lease that is still held.
 func (l *Lease) Release() error {
 	if l == nil {
 		return nil
 	}
 	var err error
 	l.once.Do(func() {
-		close(l.stop)
-		<-l.done
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		err = l.store.Release(ctx, l.reqs)
+		l.r.remove(l)
+		err = l.store.Release(context.Background(), l.reqs)
 	})
 	return err
+}
+
+// renewer renews every held Lease of one renewal interval, each interval,
+// from one goroutine that runs while it holds any: a goroutine and a timer
+// per request would cost more than the lease itself.
+type renewer struct {
+	every   time.Duration
+	mu      sync.Mutex
+	held    map[*Lease]struct{}
+	running bool
+}
+
+// renewers holds one renewer per interval in use (lease_ttl/3 of the
+// policies configured: few).
+var renewers sync.Map // time.Duration -> *renewer
+
+func renewerFor(every time.Duration) *renewer {
+	if r, ok := renewers.Load(every); ok {
+		return r.(*renewer)
+	}
+	r, _ := renewers.LoadOrStore(every, &renewer{every: every, held: make(map[*Lease]struct{})})
+	return r.(*renewer)
+}
+
+func (r *renewer) add(l *Lease) {
+	r.mu.Lock()
+	r.held[l] = struct{}{}
+	if !r.running {
+		r.running = true
+		go r.loop()
+	}
+	r.mu.Unlock()
+}
+
+func (r *renewer) remove(l *Lease) {
+	r.mu.Lock()
+	delete(r.held, l)
+	r.mu.Unlock()
+}
+
+// loop renews the held leases every interval and returns once none is held
+// at a tick. A failed renewal is not fatal: the next one may succeed before
+// the lease expires.
+func (r *renewer) loop() {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	var batch []*Lease
+	for range t.C {
+		r.mu.Lock()
+		if len(r.held) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		batch = batch[:0]
+		for l := range r.held {
+			batch = append(batch, l)
+		}
+		r.mu.Unlock()
+		for _, l := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), r.every)
+			_ = l.store.Renew(ctx, l.reqs)
+			cancel()
+		}
+		clear(batch)
+	}
 }
 
 // usesLeases reports whether any policy l can use is a concurrency policy.
