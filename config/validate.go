@@ -556,6 +556,9 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 	}
 	for j := range r.Limits {
 		v.limit(c, fmt.Sprintf("%s.limits[%d]", p, j), &r.Limits[j], compiled)
+		if pol := compiled[r.Limits[j].Policy]; r.ForwardAuth != nil && pol != nil && pol.IsConcurrency() {
+			v.errf(fmt.Sprintf("%s.limits[%d].policy", p, j), "concurrency policy %q on a forward_auth route: sluice answers the auth request before the original request runs, so it cannot hold its slot until it ends", r.Limits[j].Policy)
+		}
 	}
 }
 
