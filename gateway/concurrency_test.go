@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/internal/redistest"
@@ -437,4 +439,37 @@ func TestConcurrencyRenewsLongRequests(t *testing.T) {
 		t.Fatalf("long request = %d, want 200", s)
 	}
 	eventually200(t, front.URL, "/after")
+}
+
+// TestConcurrencyReleasedOnPanic: a final handler that panics still gives
+// the request's slot back as the panic unwinds.
+func TestConcurrencyReleasedOnPanic(t *testing.T) {
+	g := newTestGateway(t, leaseConfig("http://127.0.0.1:1", 1, 30*time.Second))
+	rt := g.routes[0]
+	proxy := rt.final
+	rt.final = func(*fasthttp.RequestCtx, *publicRequest, *httplimit.Result) { panic("boom") }
+	var req fasthttp.Request
+	if err := req.Read(bufio.NewReader(strings.NewReader("GET /p HTTP/1.1\r\nHost: gw.test\r\nX-User: u\r\n\r\n"))); err != nil {
+		t.Fatal(err)
+	}
+	serve := func() (status int, panicked bool) {
+		defer func() {
+			if recover() != nil {
+				panicked = true
+			}
+		}()
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}, nil)
+		g.servePublic(&ctx)
+		return ctx.Response.StatusCode(), false
+	}
+	if status, panicked := serve(); !panicked {
+		t.Fatalf("the final handler's panic did not reach the caller (status %d)", status)
+	}
+	rt.final = proxy
+	// The upstream is unreachable: 502 shows the limit admitted the
+	// request, where a slot still held would answer 429.
+	if status, _ := serve(); status != http.StatusBadGateway {
+		t.Errorf("request after a panic = %d, want 502 (a 429 means the panicking request kept its slot)", status)
+	}
 }
