@@ -79,10 +79,10 @@ func (g *Gateway) newRouteShed(rc *config.Route) (*routeShed, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, ok := g.routeStore(rc.ID).(ratelimit.LeaseStore)
-	if !ok {
-		return nil, ratelimit.ErrNoLeases
-	}
+	// The shared store, timed, without the route's fallback counting: a
+	// request's limits are counted there once, not again for its place in
+	// the budget.
+	store := meteredStore{Store: g.store.fb, metrics: g.metrics}
 	rs := &routeShed{route: rc.ID, priority: prio, store: store, policy: p, metrics: g.metrics, onShed: func(route string) { g.stats.RecordShed(route) }}
 	if t := s.LatencyThreshold; t > 0 && rc.Upstream != "" {
 		rs.latency = g.latencyOf(rc)
