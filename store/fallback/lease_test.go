@@ -90,3 +90,59 @@ func TestLeasesThroughOutage(t *testing.T) {
 		t.Errorf("primary: remaining %d after releasing a again, want 1 (b is still held)", got)
 	}
 }
+
+// TestLeaseOwingPrimaryDenies: after an outage a key the Local store
+// admitted is decided on the Local store first, then on the primary; when
+// the primary then denies, the lease the Local store took is given back,
+// so the local in-flight count holds only requests that run.
+func TestLeaseOwingPrimaryDenies(t *testing.T) {
+	primary := newFake(t, nil)
+	local := newMemory(t, nil)
+	s, err := New(Options{Primary: primary, Local: local, ConsecutiveFailures: 1, OpenTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "cc", Algorithm: ratelimit.Concurrency, Limit: 1, LeaseTTL: time.Minute})
+	lease := func(id string) []ratelimit.Request { return []ratelimit.Request{{Key: "k", Policy: p, Lease: id}} }
+	ctx := context.Background()
+	out := make([]ratelimit.Decision, 1)
+	// Another instance holds the key's only slot on the primary.
+	if ok, err := primary.inner.Evaluate(ctx, lease("x"), out); err != nil || !ok {
+		t.Fatalf("primary: lease x = %v, %v", ok, err)
+	}
+	primary.set(failing)
+	if ok, err := s.Evaluate(ctx, lease("a"), out); err != nil || !ok {
+		t.Fatalf("primary down: lease a = %v, %v; want admitted by the Local store", ok, err)
+	}
+	if err := s.Release(ctx, lease("a")); err != nil {
+		t.Fatal(err)
+	}
+	primary.set(up)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		active := s.Active()
+		ok, err := s.Evaluate(ctx, lease("b"), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ok && active:
+			// Decided by the Local store, the breaker still open.
+			if err := s.Release(ctx, lease("b")); err != nil {
+				t.Fatal(err)
+			}
+		case ok:
+			t.Fatal("lease b admitted while x holds the primary's only slot")
+		}
+		if !ok && !s.Active() {
+			break // denied with the breaker closed: by the primary
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker did not close within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := local.Peek(ctx, lease("probe"), out); err != nil || out[0].Remaining != 1 {
+		t.Errorf("Local store after the primary denied b: remaining %d (%v), want 1 (b's local lease released)", out[0].Remaining, err)
+	}
+}
