@@ -173,7 +173,7 @@ func TestSheddingByLatency(t *testing.T) {
 	}))
 	defer up.Close()
 	g := newTestGateway(t, shedConfig(up.URL, config.Shedding{MaxInFlight: 1000, LeaseTTL: 30 * time.Second,
-		Share: config.DefaultShedShares, LatencyThreshold: 100 * time.Millisecond}))
+		Share: config.DefaultShedShares, LatencyThreshold: time.Second}))
 	front := httptest.NewServer(g)
 	defer front.Close()
 	status := func(path string) int {
@@ -187,14 +187,15 @@ func TestSheddingByLatency(t *testing.T) {
 		}
 		return s
 	}
-	// One slow answer (250ms) sets the average: low (>100ms) and normal
-	// (>200ms) are shed, high (up to 400ms) and critical are not.
-	if s := status("/critical?delay=250ms"); s != http.StatusOK {
+	// One slow answer (2.5s) sets the average: low (>1s) and normal (>2s)
+	// are shed, high (up to 4s) and critical are not. The threshold is far
+	// above what a fast answer takes even on a loaded machine.
+	if s := status("/critical?delay=2500ms"); s != http.StatusOK {
 		t.Fatalf("slow critical request = %d, want 200", s)
 	}
 	for path, want := range map[string]int{"/low": 503, "/normal": 503, "/critical": 200} {
 		if s := status(path); s != want {
-			t.Errorf("%s while the upstream averages 250ms = %d, want %d", path, s, want)
+			t.Errorf("%s while the upstream averages 2.5s = %d, want %d", path, s, want)
 		}
 	}
 	// Fast answers bring the average down (each weighs 1/8); low comes back
