@@ -13,8 +13,7 @@ var (
 )
 
 // CheckRequests validates what a Store is given: a non-nil policy and a cost
-// within it for every request, a lease id for a concurrency request, and
-// room in out. Stores call it first; it
+// within it for every request, and room in out. Stores call it first; it
 // returns an error wrapping [ratelimit.ErrInvalidCost] for a cost outside
 // 1..Max().
 func CheckRequests(reqs []ratelimit.Request, out []ratelimit.Decision) error {
@@ -28,9 +27,6 @@ func CheckRequests(reqs []ratelimit.Request, out []ratelimit.Decision) error {
 		if err := reqs[i].Policy.CheckCost(Cost(reqs[i])); err != nil {
 			return err
 		}
-		if reqs[i].Policy.IsConcurrency() && reqs[i].Lease == "" {
-			return errNoLease
-		}
 	}
 	return nil
 }
@@ -41,4 +37,16 @@ func Cost(r ratelimit.Request) int64 {
 		return 1
 	}
 	return r.Cost
+}
+
+// CheckLeases reports an error for a concurrency request without a lease
+// id: Evaluate cannot take a lease nobody could release. Peek and Reset
+// need no id.
+func CheckLeases(reqs []ratelimit.Request) error {
+	for i := range reqs {
+		if reqs[i].Policy.IsConcurrency() && reqs[i].Lease == "" {
+			return errNoLease
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ func (s *suite) runLeases(t *testing.T) {
 	t.Run("AllOrNothing", s.testLeaseAllOrNothing)
 	t.Run("Invalid", s.testLeaseInvalid)
 	t.Run("Concurrent", s.testLeaseConcurrent)
+	t.Run("PeekWithoutID", s.testLeasePeekWithoutID)
 }
 
 // leaseEnv returns an env whose store is a LeaseStore, or skips t.
@@ -206,4 +207,18 @@ func (s *suite) testLeaseConcurrent(t *testing.T) {
 		}
 		e.release(ls, held...)
 	}
+}
+
+// testLeasePeekWithoutID checks that Peek and Reset of a concurrency limit
+// need no lease id (the admin API inspects and resets keys without one).
+func (s *suite) testLeasePeekWithoutID(t *testing.T) {
+	e, _ := s.leaseEnv(t, alignedStart)
+	p := concurrencyPolicy(t, 2, time.Second)
+	if d := e.evaluate1(ratelimit.Request{Key: e.key("k"), Policy: p, Lease: "a"}); !d.Allowed {
+		t.Fatal("first lease denied")
+	}
+	e.expect("Peek without a lease id", e.peek1(ratelimit.Request{Key: e.key("k"), Policy: p}),
+		ratelimit.Decision{Allowed: true, Limit: 2, Remaining: 1, Reset: time.Second})
+	e.reset(ratelimit.Request{Key: e.key("k"), Policy: p})
+	e.expect("Peek after Reset", e.peek1(ratelimit.Request{Key: e.key("k"), Policy: p}), ratelimit.Decision{Allowed: true, Limit: 2, Remaining: 2})
 }

@@ -30,6 +30,9 @@ func (s *Store) Evaluate(_ context.Context, reqs []ratelimit.Request, out []rate
 		return false, err
 	}
 	if ratelimit.HasLeases(reqs) {
+		if err := kit.CheckLeases(reqs); err != nil {
+			return false, err
+		}
 		return s.evaluateLeases(reqs, out), nil
 	}
 	return s.evaluateMany(reqs, out), nil

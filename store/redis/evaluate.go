@@ -48,6 +48,11 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	// call with concurrency limits is never combined: a batch shares its
 	// policies' arguments between requests, and a lease id is per request.
 	leases := ratelimit.HasLeases(reqs)
+	if leases {
+		if err := kit.CheckLeases(reqs); err != nil {
+			return false, fmt.Errorf("redis store: %w", err)
+		}
+	}
 	if c := s.cur.Load(); c != nil && !c.cluster && !leases {
 		return s.evaluateCombined(ctx, c, reqs, out)
 	}
