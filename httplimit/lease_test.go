@@ -1,0 +1,97 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/store/memory"
+)
+
+// TestHandlerHoldsLease: through the net/http adapter, a request admitted
+// on a concurrency limit holds its slot while the next handler runs, and
+// gives it back when the handler returns, also when it panics. A denied
+// request is answered 429 with Retry-After and the IETF fields naming the
+// policy.
+func TestHandlerHoldsLease(t *testing.T) {
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "one", Algorithm: ratelimit.Concurrency, Limit: 1, LeaseTTL: time.Minute})
+	m, err := New(Options{Route: "r", Store: store, Limits: []Limit{{Policy: p, Key: Key{{Source: SourceHeader, Name: "X-User"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := make(chan struct{})
+	leave := make(chan struct{})
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic(http.ErrAbortHandler)
+		}
+		if r.URL.Path == "/hold" {
+			inside <- struct{}{}
+			<-leave
+		}
+	}))
+	send := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("X-User", "u")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	done := make(chan int)
+	go func() { done <- send("/hold").Code }()
+	<-inside
+	rec := send("/other")
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("request while another holds the slot = %d, want 429", rec.Code)
+	}
+	if got := rec.Header().Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+	if got := rec.Header().Get(HeaderRateLimitPolicy); !strings.Contains(got, `"one";q=1;w=60`) {
+		t.Errorf("RateLimit-Policy = %q, want the policy one with q=1, w=60", got)
+	}
+	close(leave)
+	if c := <-done; c != http.StatusOK {
+		t.Fatalf("held request = %d, want 200", c)
+	}
+	if c := send("/other").Code; c != http.StatusOK {
+		t.Fatalf("request after the holder returned = %d, want 200: the slot was not given back", c)
+	}
+	func() {
+		defer func() {
+			if r := recover(); !errors.Is(r.(error), http.ErrAbortHandler) {
+				t.Errorf("recovered %v, want the handler's panic", r)
+			}
+		}()
+		send("/panic")
+	}()
+	if c := send("/other").Code; c != http.StatusOK {
+		t.Errorf("request after a panicking handler = %d, want 200: the slot was not given back", c)
+	}
+}
+
+// TestConcurrencyNeedsLeaseStore: a concurrency limit on a store that
+// cannot hold leases is refused when the middleware is built.
+func TestConcurrencyNeedsLeaseStore(t *testing.T) {
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "one", Algorithm: ratelimit.Concurrency, Limit: 1})
+	_, err := New(Options{Store: rateOnly{}, Limits: []Limit{{Policy: p, Key: Key{{Source: SourceIP}}}}})
+	if err == nil || !strings.Contains(err.Error(), "LeaseStore") {
+		t.Errorf("New with a concurrency limit on a rate-only store = %v, want an error naming LeaseStore", err)
+	}
+	_, err = New(Options{Store: rateOnly{}, Limits: []Limit{{Policy: p, Key: Key{{Source: SourceIP}}, Cost: 2}}})
+	if err == nil || !strings.Contains(err.Error(), "cost 2 on concurrency policy") {
+		t.Errorf("New with cost 2 on a concurrency limit = %v, want a cost error", err)
+	}
+}
+
+// rateOnly is a Store that is not a LeaseStore.
+type rateOnly struct{ ratelimit.Store }
