@@ -1,11 +1,14 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluice-gw/sluice/ratelimit"
@@ -95,3 +98,54 @@ func TestConcurrencyNeedsLeaseStore(t *testing.T) {
 
 // rateOnly is a Store that is not a LeaseStore.
 type rateOnly struct{ ratelimit.Store }
+
+// countingStore is a LeaseStore that counts renewals and releases.
+type countingStore struct {
+	rateOnly
+	mu                sync.Mutex
+	renewed, released int
+}
+
+func (s *countingStore) Renew(context.Context, []ratelimit.Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renewed++
+	return nil
+}
+
+func (s *countingStore) Release(context.Context, []ratelimit.Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released++
+	return nil
+}
+
+func (s *countingStore) counts() (renewed, released int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewed, s.released
+}
+
+// TestLeaseRenewal: a held lease is renewed every third of its TTL until
+// it is released, released once however often Release is called, and the
+// renewal goroutine ends once nothing is held (the bubble would not end
+// otherwise).
+func TestLeaseRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "cc", Algorithm: ratelimit.Concurrency, Limit: 1, LeaseTTL: 3 * time.Second})
+		store := &countingStore{}
+		l := HoldLeases(store, []ratelimit.Request{{Key: "k", Policy: p, Lease: "a"}})
+		time.Sleep(3500 * time.Millisecond)
+		synctest.Wait()
+		if renewed, _ := store.counts(); renewed != 3 {
+			t.Errorf("renewals in 3.5s with a 3s TTL = %d, want 3 (every 1s)", renewed)
+		}
+		l.Release()
+		l.Release()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if renewed, released := store.counts(); renewed != 3 || released != 1 {
+			t.Errorf("after Release: %d renewals, %d releases; want 3 and 1", renewed, released)
+		}
+	})
+}
