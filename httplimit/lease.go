@@ -46,13 +46,17 @@ type Lease struct {
 }
 
 // HasLeases reports whether res holds leases that Hold must take over.
-func (res *Result) HasLeases() bool { return len(res.leases) > 0 }
+func (res *Result) HasLeases() bool { return len(res.leases) > 0 || res.held != nil }
 
 // Hold takes over the leases res holds (nil if none) and starts renewing
 // them. The caller must Release the Lease when the response has ended; a
 // Result whose request is forwarded without Hold keeps its slots until the
 // leases expire.
 func (m *Middleware) Hold(res *Result) *Lease {
+	if l := res.held; l != nil {
+		res.held = nil
+		return l
+	}
 	if len(res.leases) == 0 {
 		return nil
 	}

@@ -149,3 +149,45 @@ func TestLeaseRenewal(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseRenewedDuringShapeHold: a request held by a shape-mode limit
+// keeps its concurrency slot for the whole hold, even one longer than the
+// lease TTL.
+func TestLeaseRenewedDuringShapeHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, err := memory.New(memory.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		shape := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "even", Algorithm: ratelimit.LeakyBucket, Capacity: 10, Rate: 1, Mode: ratelimit.Shape})
+		one := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "one", Algorithm: ratelimit.Concurrency, Limit: 1, LeaseTTL: 300 * time.Millisecond})
+		key := Key{{Source: SourceConst, Name: "all"}}
+		m, err := New(Options{Route: "r", Store: store, Limits: []Limit{{ID: "s", Policy: shape, Key: key}, {ID: "c", Policy: one, Key: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decide := func() *Result {
+			res := new(Result)
+			m.Decide(HTTPRequest(httptest.NewRequest("GET", "/", nil)), res)
+			return res
+		}
+		first := decide() // takes the bucket's first unit, no wait
+		if !first.Forward {
+			t.Fatalf("first request: status %d", first.Status)
+		}
+		m.Hold(first).Release()
+		done := make(chan *Result)
+		go func() { done <- decide() }() // waits about 1s for its turn
+		time.Sleep(500 * time.Millisecond)
+		if res := decide(); res.Forward || res.Status != http.StatusTooManyRequests {
+			t.Errorf("request during another's 1s shape hold (lease TTL 300ms): forward %v, status %d; want 429 for the slot", res.Forward, res.Status)
+		}
+		res := <-done
+		if !res.Forward {
+			t.Fatalf("held request: status %d, want forwarded", res.Status)
+		}
+		m.Hold(res).Release()
+		time.Sleep(time.Second) // the renewer ends at its next tick
+	})
+}

@@ -343,11 +343,17 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 		}
 	}
 	sc.ev.Delay = delay
-	if delay > 0 && !hold(r, delay) {
-		sc.ev.Outcome = OutcomeAbandoned
-		m.emit(r, &sc.ev)
-		m.Hold(res).Release() //nolint:errcheck // an unreleased lease expires
-		return
+	if delay > 0 {
+		// The leases are renewed during the hold, which may outlast
+		// their TTL; Hold then hands them on.
+		res.held = m.Hold(res)
+		if !hold(r, delay) {
+			sc.ev.Outcome = OutcomeAbandoned
+			m.emit(r, &sc.ev)
+			res.held.Release() //nolint:errcheck // an unreleased lease expires
+			res.held = nil
+			return
+		}
 	}
 	sc.ev.Outcome = OutcomeAdmitted
 	m.emit(r, &sc.ev)

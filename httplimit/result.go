@@ -27,6 +27,7 @@ type Result struct {
 	end [5]int // where each value ends in hdr; end[4] == 0: no headers
 
 	leases []ratelimit.Request // the leases taken, until Hold takes them over
+	held   *Lease              // the leases, already renewed during a shape-mode hold
 }
 
 // RateLimitHeaderNames are the names of the rate-limit headers a Result
