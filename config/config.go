@@ -311,6 +311,7 @@ type Route struct {
 	StripPrefix int `yaml:"strip_prefix"`
 	// Priority is critical, high, normal or low: the order in which load
 	// shedding (the shedding section) spares requests. Default normal.
+	// forward_auth routes take none and are never shed.
 	Priority string `yaml:"priority"`
 	// Timeout is the upstream answer deadline; past it the client gets 504.
 	// Upstream routes only. Default 30s.

@@ -119,7 +119,11 @@ func (v *validator) shedding(s *Shedding) {
 func (v *validator) priority(c *Config, i int) {
 	r := &c.Routes[i]
 	switch r.Priority {
-	case "", PriorityCritical, PriorityHigh, PriorityNormal, PriorityLow:
+	case "":
+	case PriorityCritical, PriorityHigh, PriorityNormal, PriorityLow:
+		if r.ForwardAuth != nil {
+			v.errf(fmt.Sprintf("routes[%d].priority", i), "priority does not apply to a forward_auth route: it answers before the request it describes runs, and is never shed")
+		}
 	default:
 		v.errf(fmt.Sprintf("routes[%d].priority", i), "unknown priority %q (allowed: critical, high, normal, low)", r.Priority)
 	}

@@ -64,10 +64,12 @@ type routeShed struct {
 }
 
 // newRouteShed builds route rc's shedding, or returns nil without a
-// shedding section.
+// shedding section and for a forward_auth route.
 func (g *Gateway) newRouteShed(rc *config.Route) (*routeShed, error) {
 	s := g.cfg.Shedding
-	if s == nil {
+	if s == nil || rc.ForwardAuth != nil {
+		// A forward_auth route answers before the request it describes
+		// runs: it cannot hold a place in the budget for it.
 		return nil, nil
 	}
 	prio := rc.Priority
