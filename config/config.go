@@ -39,6 +39,9 @@ type Config struct {
 	// RLS, if set, serves Envoy's rate limit service (gRPC) on its own
 	// listener, deciding with the same policies and store (docs/envoy.md).
 	RLS *RLS `yaml:"rls"`
+	// Shedding turns on load shedding by route priority (shedding.go);
+	// nil when the file has no shedding section.
+	Shedding *Shedding `yaml:"shedding"`
 	// Log configures the process log and the access log's format; see [Log].
 	Log Log `yaml:"log"`
 	// Tracing configures OpenTelemetry tracing (default off); see [Tracing].
@@ -242,13 +245,15 @@ type Redis struct {
 // The others must be left out.
 type PolicySpec struct {
 	// Algorithm is token_bucket, leaky_bucket, fixed_window, sliding_log,
-	// sliding_window or gcra (docs/semantics.md §2). Required.
+	// sliding_window or gcra (docs/semantics.md §2), or concurrency: at most
+	// limit requests of a key in flight at once (docs/algorithms.md).
+	// Required.
 	Algorithm ratelimit.Algorithm `yaml:"algorithm"`
 	// Capacity is the bucket size (token_bucket, leaky_bucket): an integer
 	// from 1 to 2^53.
 	Capacity int64 `yaml:"capacity"`
-	// Limit is the number of units per window (window algorithms): an
-	// integer from 1 to 2^53.
+	// Limit is the number of units per window (window algorithms), or of
+	// requests in flight (concurrency): an integer from 1 to 2^53.
 	Limit int64 `yaml:"limit"`
 	// Burst is gcra's burst: an integer from 1 to 2^53.
 	Burst int64 `yaml:"burst"`
@@ -277,6 +282,11 @@ type PolicySpec struct {
 	// using it needs a single-part key and no on_empty_key anonymous.
 	// Default empty: sluice's own state.
 	Compat ratelimit.Compat `yaml:"compat"`
+	// LeaseTTL is how long a concurrency lease lives when the instance
+	// holding it stops renewing it (it died mid-request); the gateway
+	// renews the leases of longer requests. A whole number of milliseconds,
+	// at least 100ms. Concurrency only; default 30s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
 }
 
 // config returns the spec as a ratelimit.PolicyConfig named name.
@@ -285,7 +295,8 @@ func (s PolicySpec) config(name string) ratelimit.PolicyConfig {
 		Name: name, Algorithm: s.Algorithm,
 		Capacity: s.Capacity, Limit: s.Limit, Burst: s.Burst,
 		Rate: s.Rate, Window: s.Window, Mode: s.Mode, MaxDelay: s.MaxDelay,
-		Compat: s.Compat,
+		Compat:   s.Compat,
+		LeaseTTL: s.LeaseTTL,
 	}
 }
 
@@ -307,6 +318,10 @@ type Route struct {
 	// route with from: request, the segments removed from the auth
 	// request's path to get the original path. Default 0.
 	StripPrefix int `yaml:"strip_prefix"`
+	// Priority is critical, high, normal or low: the order in which load
+	// shedding (the shedding section) spares requests. Default normal.
+	// forward_auth routes take none and are never shed.
+	Priority string `yaml:"priority"`
 	// Timeout is the upstream answer deadline; past it the client gets 504.
 	// Upstream routes only. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`

@@ -56,6 +56,7 @@ func ApplyDefaults(c *Config) {
 	setDefault(&st.LocalDeny.MaxKeys, DefaultLocalDenyMaxKeys)
 
 	applyRLSDefaults(c.RLS)
+	applySheddingDefaults(c.Shedding)
 
 	for name, p := range c.Policies {
 		if p.Algorithm == ratelimit.LeakyBucket && p.Mode == "" {

@@ -79,6 +79,7 @@ func (c *Config) Effective() string {
 		}
 	}
 	w.rls(c.RLS)
+	w.shedding(c.Shedding)
 	w.observe(c)
 	return w.String()
 }
@@ -97,6 +98,9 @@ func (w *yamlWriter) match(n int, m *Match) {
 
 func (w *yamlWriter) route(r Route) {
 	w.kv(1, "- id", quote(r.ID))
+	if r.Priority != "" {
+		w.kv(2, "priority", quote(r.Priority))
+	}
 	w.line(2, "match:")
 	w.match(3, &r.Match)
 	switch {
@@ -169,6 +173,7 @@ func policyFlow(p PolicySpec) string {
 	add("mode", quote(string(p.Mode)), p.Mode != "")
 	add("max_delay", duration(p.MaxDelay), p.MaxDelay != 0)
 	add("compat", quote(string(p.Compat)), p.Compat != "")
+	add("lease_ttl", duration(p.LeaseTTL), p.LeaseTTL != 0)
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-gw/sluice/ratelimit"
 )
 
 // RLS configures Envoy's rate limit service (gRPC
@@ -148,9 +150,9 @@ func applyRLSDefaults(r *RLS) {
 // rls checks the rls section.
 func (v *validator) rls(c *Config) {
 	r := c.RLS
-	policies := map[string]bool{}
-	for name := range c.Policies {
-		policies[name] = true
+	policies := map[string]bool{} // false: a concurrency policy, which RLS cannot use
+	for name, p := range c.Policies {
+		policies[name] = p.Algorithm != ratelimit.Concurrency
 	}
 	if err := checkListen(r.Listen); err != nil {
 		v.errf("rls.listen", "%v", err)
@@ -216,6 +218,10 @@ func (v *validator) rlsDescriptors(p string, ds []RLSDescriptor, policies map[st
 			case d.RateLimit != nil:
 				v.errf(dp+".policy", "give policy or rate_limit, not both")
 			case !policies[d.Policy]:
+				if _, ok := policies[d.Policy]; ok {
+					v.errf(dp+".policy", "concurrency policy %q: the rate limit service is not told when a request ends, so it cannot hold a slot", d.Policy)
+					break
+				}
 				v.errf(dp+".policy", "unknown policy %q", d.Policy)
 			}
 		}

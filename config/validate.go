@@ -181,6 +181,9 @@ func (v *validator) validate(c *Config) map[string]*ratelimit.Policy {
 		v.rls(c)
 	}
 	v.scg(c, compiled)
+	if c.Shedding != nil {
+		v.shedding(c.Shedding)
+	}
 	return compiled
 }
 
@@ -327,11 +330,11 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // algorithmNames lists the algorithms for messages.
 func algorithmNames() string {
-	names := make([]string, len(ratelimit.Algorithms))
+	names := make([]string, len(ratelimit.Algorithms), len(ratelimit.Algorithms)+1)
 	for i, a := range ratelimit.Algorithms {
 		names[i] = string(a)
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(append(names, string(ratelimit.Concurrency)), ", ")
 }
 
 // maxName is the name of a policy's limit (capacity, limit or burst).
@@ -419,6 +422,7 @@ func (v *validator) givenZeros(path string, s PolicySpec, reported map[string]bo
 	set("window", s.Window == 0, func() { probe.Window = time.Second })
 	set("mode", s.Mode == "", func() { probe.Mode = ratelimit.Police })
 	set("max_delay", s.MaxDelay == 0, func() { probe.MaxDelay = time.Second })
+	set("lease_ttl", s.LeaseTTL == 0, func() { probe.LeaseTTL = time.Second })
 	if !any {
 		return nil
 	}
@@ -502,6 +506,7 @@ func policyMessage(pe *ratelimit.PolicyError, s PolicySpec, given bool) string {
 func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Policy, firstID map[string]int) {
 	r := &c.Routes[i]
 	p := fmt.Sprintf("routes[%d]", i)
+	v.priority(c, i)
 	switch first, dup := firstID[r.ID]; {
 	case r.ID == "":
 		v.errf(p+".id", "id is required (letters, digits, '.', '_' and '-')")
@@ -552,6 +557,9 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 	}
 	for j := range r.Limits {
 		v.limit(c, fmt.Sprintf("%s.limits[%d]", p, j), &r.Limits[j], compiled)
+		if pol := compiled[r.Limits[j].Policy]; r.ForwardAuth != nil && pol != nil && pol.IsConcurrency() {
+			v.errf(fmt.Sprintf("%s.limits[%d].policy", p, j), "concurrency policy %q on a forward_auth route: sluice answers the auth request before the original request runs, so it cannot hold its slot until it ends", r.Limits[j].Policy)
+		}
 	}
 }
 
@@ -784,6 +792,8 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 		case !defined:
 			v.errf(at, "%s", unknownPolicy(c, name))
 		case pol == nil: // invalid; reported under policies
+		case pol.IsConcurrency() && l.Cost != 1:
+			v.errf(p+".cost", "cost %d on concurrency policy %q: a request in flight holds one slot, so cost must be 1 (or left out)", l.Cost, name)
 		case l.Cost > pol.Max() && what == "":
 			v.errf(p+".cost", "cost %d is above the %s %d of policy %q, so no request could ever be admitted", l.Cost, maxName(pol.Algorithm()), pol.Max(), name)
 		case l.Cost > pol.Max():

@@ -103,6 +103,8 @@ type Gateway struct {
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
 	closed   atomic.Bool
+	// latency holds the upstreams' latency averages load shedding reads.
+	latency latencies
 }
 
 // route is one configured route, compiled.
@@ -123,6 +125,8 @@ type route struct {
 	// denyStatus, when not 0, replaces the 429 of a rate-limited answer
 	// (forward_auth.deny_status).
 	denyStatus int
+	// shed is the route's load shedding, nil without a shedding section.
+	shed *routeShed
 }
 
 // New turns a valid, defaulted configuration (as config.Load returns it) into
@@ -228,7 +232,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 		final = newProxyHandler(proxyConfig{
 			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
 			preserveHost: rc.PreserveHost, timeout: rc.Timeout, ip: ip,
-		}, g.ups, g.metrics, g.log).serve
+		}, g.ups, g.metrics, g.log).withLatency(g.cfg.Shedding, g.latencyOf(rc)).serve
 	}
 	limits, err := g.limits(rc)
 	if err != nil {
@@ -251,7 +255,12 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 		}
 		limits = mw.Limits()
 	}
+	shed, err := g.newRouteShed(rc)
+	if err != nil {
+		return nil, err
+	}
 	return &route{
+		shed:       shed,
 		id:         rc.ID,
 		path:       rc.Match.Path,
 		match:      newMatcher(rc.Match),

@@ -22,3 +22,13 @@ func (s meteredStore) Evaluate(ctx context.Context, reqs []ratelimit.Request, ou
 	s.metrics.StoreDuration(time.Since(start))
 	return ok, err
 }
+
+// Release passes the leases back to the store.
+func (s meteredStore) Release(ctx context.Context, reqs []ratelimit.Request) error {
+	return ratelimit.ReleaseLeases(ctx, s.Store, reqs)
+}
+
+// Renew passes the renewal to the store.
+func (s meteredStore) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+	return ratelimit.RenewLeases(ctx, s.Store, reqs)
+}

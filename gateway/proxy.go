@@ -18,6 +18,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 )
@@ -85,6 +86,18 @@ type proxyHandler struct {
 	addr    string // the upstream's host:port, for Upgrade's own connection
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// latency is the upstream's latency average load shedding reads; nil
+	// when nothing reads it.
+	latency *latencyAverage
+}
+
+// withLatency makes h feed the upstream's latency average a, when load
+// shedding by latency is on.
+func (h *proxyHandler) withLatency(s *config.Shedding, a *latencyAverage) *proxyHandler {
+	if s != nil && s.LatencyThreshold > 0 {
+		h.latency = a
+	}
+	return h
 }
 
 // newProxyHandler builds the reverse proxy of one route on the gateway's
@@ -260,6 +273,9 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 		h.fail(ctx, r, err)
 		return
 	}
+	if ub != nil {
+		ub.lease = r.takeLease() // released when the streamed body ends
+	}
 	h.answer(ctx, resp, ub, res)
 }
 
@@ -271,7 +287,11 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 // the body is still arriving.
 func (h *proxyHandler) roundTrip(out *fasthttp.Request, resp *fasthttp.Response, body *bodyReader, size int) (*upstreamBody, error) {
 	start := time.Now()
-	defer func() { h.metrics.UpstreamDuration(h.c.route, time.Since(start)) }()
+	defer func() {
+		d := time.Since(start)
+		h.metrics.UpstreamDuration(h.c.route, d)
+		h.latency.observe(d)
+	}()
 	var deadline time.Time
 	if h.c.timeout > 0 {
 		deadline = start.Add(h.c.timeout)
@@ -588,6 +608,7 @@ type upstreamBody struct {
 	release func(reuse bool)
 	eof     bool
 	once    sync.Once
+	lease   held // the request's leases, released on Close
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -605,6 +626,7 @@ func (b *upstreamBody) Close() error {
 		b.resp.CloseBodyStream() //nolint:errcheck // the connection is closed when not reused
 		b.release(reuse)
 		fasthttp.ReleaseResponse(b.resp)
+		b.lease.Release()
 	})
 	return nil
 }

@@ -126,12 +126,25 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 // with the route's final handler (proxy, fixed answer or forward-auth
 // verdict) or the refusal.
 func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplimit.Request, res *httplimit.Result) {
+	// The leases end with the response: when decide returns, unless the
+	// final handler took them for a body it streams or a connection it
+	// hijacks; also on a panic.
+	defer func() { r.takeLease().Release() }()
+	if rt.shed != nil {
+		lease, reason := rt.shed.admit(view.Context())
+		if reason != "" {
+			rt.shed.shed(ctx, reason)
+			return
+		}
+		r.lease[1] = lease
+	}
 	if rt.mw == nil {
 		rt.final(ctx, r, nil)
 		return
 	}
 	rt.mw.Decide(view, res)
 	if res.Forward {
+		r.lease[0] = rt.mw.Hold(res)
 		rt.final(ctx, r, res)
 		return
 	}

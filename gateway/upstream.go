@@ -159,7 +159,9 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	buffered, _ := br.Peek(br.Buffered())
 	buffered = append([]byte(nil), buffered...)
 	ctx.HijackSetNoResponse(true)
+	lease := r.takeLease() // held while the connections are piped
 	ctx.Hijack(func(client net.Conn) {
+		defer lease.Release()
 		defer conn.Close()
 		if _, err := client.Write(head); err != nil {
 			return

@@ -38,6 +38,18 @@ type publicRequest struct {
 	// status, when not 0, is the status recorded instead of the response's
 	// (499: the client went away).
 	status int
+	// lease holds the request's leases (concurrency limits, shedding)
+	// until its response ends (see route.decide).
+	lease held
+}
+
+// takeLease hands the request's leases to the caller, who then releases
+// them when the response ends: a streamed body or a hijacked connection
+// outlives the handler.
+func (r *publicRequest) takeLease() held {
+	l := r.lease
+	r.lease = held{}
+	return l
 }
 
 var _ httplimit.Request = (*publicRequest)(nil)

@@ -81,6 +81,9 @@ func New(o Options) (*Middleware, error) {
 		for _, msg := range checkLimit(&l) {
 			bad("limits[%d]: %s", i, msg)
 		}
+		if _, ok := o.Store.(ratelimit.LeaseStore); o.Store != nil && !ok && usesLeases(&l) {
+			bad("limits[%d]: a concurrency policy needs a store that holds leases (ratelimit.LeaseStore), not %T", i, o.Store)
+		}
 		limits[i] = l
 	}
 	if len(errs) > 0 {
@@ -142,6 +145,8 @@ func checkLimit(l *Limit) []string {
 		switch {
 		case p == nil:
 			msgs = append(msgs, where+": policy is nil")
+		case p.IsConcurrency() && cost != 1:
+			msgs = append(msgs, fmt.Sprintf("%s: cost %d on concurrency policy %q (a request holds one slot)", where, cost, p.Name()))
 		case cost > p.Max():
 			msgs = append(msgs, fmt.Sprintf("%s: cost %d above the %d of policy %q", where, cost, p.Max(), p.Name()))
 		}
@@ -248,16 +253,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.Decide(HTTPRequest(r), res)
 	WriteResult(w, res)
 	forward := res.Forward
+	lease := m.Hold(res)
 	res.Body = nil
 	m.results.Put(res)
 	if forward {
+		defer lease.Release() //nolint:errcheck // an unreleased lease expires
 		h.next.ServeHTTP(w, r)
 	}
 }
 
 // Decide decides r against every limit and fills in res (reset first): the
 // rate-limit headers, and whether r goes on or is answered 403, 429, 503
-// (or as OnStoreError says). It calls Options.Observe once, and holds r for
+// (or as OnStoreError says). A request admitted on concurrency limits
+// holds leases (res.HasLeases): the caller takes them over with Hold and
+// releases them when the response has ended. It calls Options.Observe once, and holds r for
 // a shape-mode delay before it returns. It is the engine-neutral core of
 // the middleware: Handler is its net/http adapter, and the gateway has one
 // for its own listener.
@@ -330,11 +339,23 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 		res.refuse(tooManyRequests(n, sc.violated), n)
 		return
 	}
+	for j := range sc.reqs {
+		if q := &sc.reqs[j]; q.Policy.IsConcurrency() && sc.out[j].Allowed {
+			res.leases = append(res.leases, *q)
+		}
+	}
 	sc.ev.Delay = delay
-	if delay > 0 && !hold(r, delay) {
-		sc.ev.Outcome = OutcomeAbandoned
-		m.emit(r, &sc.ev)
-		return
+	if delay > 0 {
+		// The leases are renewed during the hold, which may outlast
+		// their TTL; Hold then hands them on.
+		res.held = m.Hold(res)
+		if !hold(r, delay) {
+			sc.ev.Outcome = OutcomeAbandoned
+			m.emit(r, &sc.ev)
+			res.held.Release() //nolint:errcheck // an unreleased lease expires
+			res.held = nil
+			return
+		}
 	}
 	sc.ev.Outcome = OutcomeAdmitted
 	m.emit(r, &sc.ev)
@@ -372,7 +393,11 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 			sc.buf = appendLenPrefixed(sc.buf, v)
 		}
 	}
-	sc.reqs = append(sc.reqs, ratelimit.Request{Key: string(sc.buf), Policy: p, Cost: l.Cost, Shadow: l.Shadow})
+	q := ratelimit.Request{Key: string(sc.buf), Policy: p, Cost: l.Cost, Shadow: l.Shadow}
+	if p.IsConcurrency() {
+		q.Lease = NewLeaseID()
+	}
+	sc.reqs = append(sc.reqs, q)
 	sc.limitOf = append(sc.limitOf, i)
 	return true
 }

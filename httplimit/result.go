@@ -1,6 +1,10 @@
 package httplimit
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
 
 // Result is the middleware's answer for one request ([Middleware.Decide]),
 // for the engine's adapter to write out: forward the request, or answer it
@@ -22,6 +26,9 @@ type Result struct {
 	hdr []byte // the five rate-limit header values, back to back
 	end [5]int // where each value ends in hdr; end[4] == 0: no headers
 	scg scgHeaders
+
+	leases []ratelimit.Request // the leases taken, until Hold takes them over
+	held   *Lease              // the leases, already renewed during a shape-mode hold
 }
 
 // RateLimitHeaderNames are the names of the rate-limit headers a Result
@@ -45,7 +52,8 @@ func (r *Result) RateLimitHeader(i int) []byte {
 
 // reset makes r ready for a new decision, keeping its buffer.
 func (r *Result) reset() {
-	*r = Result{hdr: r.hdr[:0], scg: scgHeaders{buf: r.scg.buf[:0]}}
+	clear(r.leases)
+	*r = Result{hdr: r.hdr[:0], scg: scgHeaders{buf: r.scg.buf[:0]}, leases: r.leases[:0]}
 }
 
 // refuse makes r an answer of status with problem body p.

@@ -53,6 +53,7 @@ type Metrics struct {
 	storeKeys      *storeKeys
 	keyOverflow    *prometheus.CounterVec
 	rlsUnknown     prometheus.Counter
+	shed           *prometheus.CounterVec
 	routes         sync.Map // route id -> *routeSeries
 }
 
@@ -125,6 +126,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_rls_unknown_domain_total",
 		Help: "Rate limit service calls (ShouldRateLimit) whose domain the configuration does not define, answered OK without a limit. The domain is not a label: clients choose it.",
 	}))
+	m.shed = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_shed_total",
+		Help: "Requests shed (503) by load shedding, by route, route priority and reason (in_flight: the fleet budget share of the priority is full; latency: the upstream is slow).",
+	}, []string{"route", "priority", "reason"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -294,4 +299,12 @@ func (m *Metrics) BuildInfo(version, commit, goVersion string) {
 		return
 	}
 	m.buildInfo.WithLabelValues(version, commit, goVersion).Set(1)
+}
+
+// Shed counts one request of route (of the given priority) shed for reason.
+func (m *Metrics) Shed(route, priority, reason string) {
+	if m == nil {
+		return
+	}
+	m.shed.WithLabelValues(route, priority, reason).Inc()
 }

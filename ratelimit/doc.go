@@ -19,6 +19,7 @@
 //	sliding_log     Limit, Window           Limit units in any (now−Window, now], exactly
 //	sliding_window  Limit, Window           the two-counter estimate of the same
 //	gcra            Burst, Rate             token_bucket(Burst, Rate)'s admissions in one number
+//	concurrency     Limit, LeaseTTL         at most Limit requests of a key in flight (leases)
 //
 // NewPolicy reports every problem at once, each wrapping [ErrInvalidPolicy];
 // [Policy.CheckCost] reports [ErrInvalidCost] for a cost outside 1..Max().
@@ -46,6 +47,14 @@
 //
 // A [Limiter] is the small facade for one policy over many keys: Allow,
 // AllowN, Peek and Reset.
+//
+// # Concurrency limits
+//
+// A [Concurrency] policy counts requests in flight rather than units over
+// time. A [LeaseStore] (both stores are) decides it in the same Evaluate as
+// the rate limits: an admitted request holds a lease, named by
+// Request.Lease, until it is given back ([LeaseStore.Release]) or expires
+// LeaseTTL after it was taken or last renewed ([LeaseStore.Renew]).
 //
 // # Exactness
 //

@@ -25,7 +25,9 @@ const (
 	GCRA          Algorithm = "gcra"
 )
 
-// Algorithms lists every algorithm in a stable order.
+// Algorithms lists every rate algorithm in a stable order. Concurrency, the
+// in-flight limit, is not among them: it counts leases, not units over time
+// (see [LeaseStore]).
 var Algorithms = []Algorithm{TokenBucket, LeakyBucket, FixedWindow, SlidingLog, SlidingWindow, GCRA}
 
 // Mode is the leaky bucket's behaviour when a request fits: police admits it
@@ -68,6 +70,7 @@ var ErrInvalidCost = errors.New("invalid cost")
 //	sliding_log     Limit, Window
 //	sliding_window  Limit, Window
 //	gcra            Burst, Rate
+//	concurrency     Limit, LeaseTTL (default DefaultLeaseTTL)
 //
 // Fields that do not apply to the algorithm must be zero.
 type PolicyConfig struct {
@@ -98,6 +101,10 @@ type PolicyConfig struct {
 	// product's state and arithmetic (CompatSCG); empty means sluice's own.
 	// CompatSCG needs a whole Rate.
 	Compat Compat
+	// LeaseTTL is how long a concurrency lease lives unless renewed or
+	// released: MinLeaseTTL..MaxWindow, a whole number of milliseconds; zero
+	// means DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // Policy is a validated, immutable rate-limit policy. It is safe for
@@ -108,6 +115,7 @@ type Policy struct {
 	interval int64 // microseconds per unit (bucket algorithms, gcra)
 	window   int64 // microseconds (window algorithms)
 	maxDelay int64 // microseconds, shape mode; 0 = unbounded
+	leaseTTL int64 // microseconds, concurrency
 }
 
 // NewPolicy validates c and returns the policy. Every problem found is
@@ -176,10 +184,32 @@ func NewPolicy(c PolicyConfig) (*Policy, error) {
 		window()
 		p.max = c.Limit
 		p.window = c.Window.Microseconds()
+	case Concurrency:
+		amount("limit", c.Limit)
+		unused("capacity", c.Capacity, c.Capacity == 0)
+		unused("burst", c.Burst, c.Burst == 0)
+		unused("rate", c.Rate, c.Rate == 0)
+		unused("window", c.Window, c.Window == 0)
+		p.max = c.Limit
+		if c.LeaseTTL == 0 {
+			p.cfg.LeaseTTL = DefaultLeaseTTL
+		}
+		switch t := p.cfg.LeaseTTL; {
+		case t < MinLeaseTTL:
+			bad("lease_ttl", c.LeaseTTL, ReasonTooSmall, "lease_ttl must be at least %v, got %v", MinLeaseTTL, c.LeaseTTL)
+		case t > MaxWindow:
+			bad("lease_ttl", c.LeaseTTL, ReasonTooLarge, "lease_ttl must be at most %v, got %v", MaxWindow, c.LeaseTTL)
+		case t%time.Millisecond != 0:
+			bad("lease_ttl", c.LeaseTTL, ReasonNotWhole, "lease_ttl must be a whole number of milliseconds, got %v", c.LeaseTTL)
+		}
+		p.leaseTTL = p.cfg.LeaseTTL.Microseconds()
 	case "":
-		bad("algorithm", c.Algorithm, ReasonMissing, "algorithm is required (one of %v)", Algorithms)
+		bad("algorithm", c.Algorithm, ReasonMissing, "algorithm is required (one of %v)", allAlgorithms)
 	default:
-		bad("algorithm", c.Algorithm, ReasonUnknown, "unknown algorithm %q (one of %v)", c.Algorithm, Algorithms)
+		bad("algorithm", c.Algorithm, ReasonUnknown, "unknown algorithm %q (one of %v)", c.Algorithm, allAlgorithms)
+	}
+	if c.Algorithm != Concurrency {
+		unused("lease_ttl", c.LeaseTTL, c.LeaseTTL == 0)
 	}
 	if bucket {
 		rate()
@@ -230,7 +260,11 @@ var algorithmFields = map[Algorithm][]string{
 	SlidingLog:    {"limit", "window"},
 	SlidingWindow: {"limit", "window"},
 	GCRA:          {"burst", "rate"},
+	Concurrency:   {"limit", "lease_ttl"},
 }
+
+// allAlgorithms lists the rate algorithms and Concurrency, for messages.
+var allAlgorithms = append(slices.Clone(Algorithms), Concurrency)
 
 // MustPolicy is like NewPolicy but panics on an invalid config. It is meant
 // for constants in tests and examples.
@@ -258,17 +292,33 @@ func (p *Policy) Mode() Mode { return p.cfg.Mode }
 func (p *Policy) Max() int64 { return p.max }
 
 // Period returns the time the policy takes to restore its whole limit: the
-// window for window algorithms, max·interval for the others. It is the `w` of
-// the IETF RateLimit-Policy header.
+// window for window algorithms, the lease TTL for concurrency (the longest a
+// lease the holder never releases keeps its slot), max·interval for the
+// others. It is the `w` of the IETF RateLimit-Policy header.
 func (p *Policy) Period() time.Duration {
+	if p.leaseTTL > 0 {
+		return time.Duration(p.leaseTTL) * time.Microsecond
+	}
 	if p.window > 0 {
 		return time.Duration(p.window) * time.Microsecond
 	}
 	return time.Duration(params.MulSat(p.max, p.interval)) * time.Microsecond
 }
 
-// CheckCost reports ErrInvalidCost unless 1 ≤ n ≤ Max().
+// LeaseTTL returns a concurrency policy's lease TTL; zero for the rate
+// algorithms.
+func (p *Policy) LeaseTTL() time.Duration { return time.Duration(p.leaseTTL) * time.Microsecond }
+
+// IsConcurrency reports whether p is an in-flight limit (algorithm
+// concurrency), decided by leases rather than by a rate step.
+func (p *Policy) IsConcurrency() bool { return p.cfg.Algorithm == Concurrency }
+
+// CheckCost reports ErrInvalidCost unless 1 ≤ n ≤ Max(); a concurrency
+// policy takes exactly one slot per request, so only n = 1.
 func (p *Policy) CheckCost(n int64) error {
+	if p.leaseTTL > 0 && n != 1 {
+		return fmt.Errorf("%w: cost %d on concurrency policy %q (a request holds one slot)", ErrInvalidCost, n, p.cfg.Name)
+	}
 	if n < 1 || n > p.max {
 		return fmt.Errorf("%w: cost %d outside 1..%d of policy %q", ErrInvalidCost, n, p.max, p.cfg.Name)
 	}
@@ -294,6 +344,8 @@ func (p *Policy) String() string {
 		return fmt.Sprintf("leaky_bucket(capacity=%d, rate=%v/s)", c.Capacity, c.Rate)
 	case GCRA:
 		return fmt.Sprintf("gcra(burst=%d, rate=%v/s)", c.Burst, c.Rate)
+	case Concurrency:
+		return fmt.Sprintf("concurrency(limit=%d, lease_ttl=%v)", c.Limit, c.LeaseTTL)
 	default:
 		return fmt.Sprintf("%s(limit=%d, window=%v)", c.Algorithm, c.Limit, c.Window)
 	}

@@ -15,6 +15,9 @@ type Request struct {
 	// Shadow marks a limit that is evaluated and reported but never denies. It
 	// consumes when the request is admitted and it would admit too.
 	Shadow bool
+	// Lease identifies the request's lease on a concurrency policy (see
+	// [LeaseStore]); other policies ignore it.
+	Lease string
 }
 
 // Store evaluates rate limits against shared state. Implementations must be

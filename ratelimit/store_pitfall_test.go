@@ -22,7 +22,7 @@ func TestPitfall1_TimeFromStore(t *testing.T) {
 	// integer that could carry one (a cost is inside Request, AllowN's n is
 	// a cost).
 	timeType, durType := reflect.TypeFor[time.Time](), reflect.TypeFor[time.Duration]()
-	for _, typ := range []reflect.Type{reflect.TypeFor[ratelimit.Store](), reflect.TypeFor[*ratelimit.Limiter]()} {
+	for _, typ := range []reflect.Type{reflect.TypeFor[ratelimit.Store](), reflect.TypeFor[ratelimit.LeaseStore](), reflect.TypeFor[*ratelimit.Limiter]()} {
 		for i := range typ.NumMethod() {
 			m := typ.Method(i)
 			for j := range m.Type.NumIn() {
@@ -33,13 +33,13 @@ func TestPitfall1_TimeFromStore(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []string{"Key", "Policy", "Cost", "Shadow"} {
+	for _, f := range []string{"Key", "Policy", "Cost", "Shadow", "Lease"} {
 		if _, ok := reflect.TypeFor[ratelimit.Request]().FieldByName(f); !ok {
 			t.Fatalf("Request has no field %s", f)
 		}
 	}
-	if n := reflect.TypeFor[ratelimit.Request]().NumField(); n != 4 {
-		t.Errorf("Request has %d fields, want Key, Policy, Cost, Shadow only (no time)", n)
+	if n := reflect.TypeFor[ratelimit.Request]().NumField(); n != 5 {
+		t.Errorf("Request has %d fields, want Key, Policy, Cost, Shadow, Lease only (no time)", n)
 	}
 
 	// Two gateways share one store. Gateway A's clock runs an hour ahead of

@@ -24,6 +24,9 @@ type Event struct {
 	Key string
 	// Cost is the units the request takes, at least 1.
 	Cost int64
+	// Hold is how long the request stays in flight once admitted: what a
+	// concurrency policy counts. Zero means it ends as it arrives.
+	Hold time.Duration
 }
 
 // Pattern kinds.
@@ -65,6 +68,9 @@ type Pattern struct {
 	Seed uint64
 	// Cost is the cost of every generated request; zero means 1.
 	Cost int64
+	// Hold is how long every generated request stays in flight once
+	// admitted (Event.Hold).
+	Hold time.Duration
 	// Recorded are the requests of a trace, in any order.
 	Recorded []Event
 }
@@ -82,6 +88,9 @@ func (p Pattern) Events() ([]Event, error) {
 	}
 	if cost < 0 {
 		return nil, fmt.Errorf("cost must be at least 1, got %d", cost)
+	}
+	if p.Hold < 0 {
+		return nil, fmt.Errorf("hold must not be negative, got %v", p.Hold)
 	}
 	if p.Kind != Trace && p.Duration <= 0 {
 		return nil, fmt.Errorf("duration must be positive, got %v", p.Duration)
@@ -122,7 +131,7 @@ func (p Pattern) Events() ([]Event, error) {
 	}
 	ev := make([]Event, len(ats))
 	for i, at := range ats {
-		ev[i] = Event{At: time.Duration(at) * time.Microsecond, Key: DefaultKey, Cost: cost}
+		ev[i] = Event{At: time.Duration(at) * time.Microsecond, Key: DefaultKey, Cost: cost, Hold: p.Hold.Truncate(time.Microsecond)}
 	}
 	return ev, nil
 }

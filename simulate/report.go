@@ -69,7 +69,9 @@ func (s Simulation) Run() (*Report, error) {
 		logs := forwarded(x, ev)
 		tl := timeline(x, ev, logs, s.Step, r.End)
 		r.Timelines = append(r.Timelines, tl)
-		r.Summaries = append(r.Summaries, summarize(x, logs, tl, s.Step))
+		sum := summarize(x, logs, tl, s.Step)
+		sum.MaxInFlight = maxInFlight(x, ev)
+		r.Summaries = append(r.Summaries, sum)
 	}
 	return r, nil
 }
@@ -80,6 +82,9 @@ func (r *Report) describe() string {
 	cost := ""
 	if p.Cost > 1 {
 		cost = fmt.Sprintf(", cost %d each", p.Cost)
+	}
+	if p.Hold > 0 {
+		cost += fmt.Sprintf(", each in flight for %v", p.Hold)
 	}
 	switch p.Kind {
 	case Steady:
@@ -206,6 +211,20 @@ func (r *Report) writeSummary(b *strings.Builder) {
 		t.add(s.Label, itoa(s.Limit), s.Window.String(), itoa(s.Admitted), itoa(s.Denied), itoa(s.MaxInWindow),
 			mean, maxw, strconv.FormatFloat(s.OutRateVariance, 'f', 2, 64),
 			share(s.WronglyAllowed, s.Requests), share(s.WronglyDenied, s.Requests))
+	}
+	t.write(b)
+	inflight := false
+	for _, s := range r.Summaries {
+		inflight = inflight || s.MaxInFlight > 0
+	}
+	if !inflight {
+		return
+	}
+	b.WriteString("\nin flight: the most admitted requests of one key running at once (each for its hold)\n")
+	t = &textTable{left: map[int]bool{0: true}}
+	t.add("policy", "limit", "max in flight")
+	for _, s := range r.Summaries {
+		t.add(s.Label, itoa(s.Limit), itoa(s.MaxInFlight))
 	}
 	t.write(b)
 }

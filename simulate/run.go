@@ -72,6 +72,9 @@ func Run(specs []Spec, events []Event) ([]Result, error) {
 
 // runOne simulates one spec.
 func runOne(sp Spec, events []Event) ([]Outcome, error) {
+	if sp.Policy.IsConcurrency() {
+		return runLeases(sp, events)
+	}
 	clock := kit.NewManualClock(Epoch)
 	// The sweeper runs on real time; it only drops state that is already
 	// equivalent to none, so it cannot change a decision.

@@ -110,7 +110,7 @@ func TestReadTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Event{{ms(500), DefaultKey, 1}, {ms(500), "b", 1}, {ms(1500), "a", 2}}
+	want := []Event{{At: ms(500), Key: DefaultKey, Cost: 1}, {At: ms(500), Key: "b", Cost: 1}, {At: ms(1500), Key: "a", Cost: 2}}
 	if diff := cmp.Diff(want, ev); diff != "" {
 		t.Errorf("ReadTrace (-want +got):\n%s", diff)
 	}

@@ -49,6 +49,10 @@ type Summary struct {
 	// an exact sliding log of (Limit, Window) over the policy's own admitted
 	// history disagree.
 	WronglyAllowed, WronglyDenied int64
+	// MaxInFlight is the most admitted requests of one key in flight at
+	// once, each from its arrival until its Event.Hold has passed (a request
+	// without a hold ends as it arrives and is not counted).
+	MaxInFlight int64
 }
 
 // endOf returns the end of the timeline for results: the first multiple of
@@ -220,4 +224,34 @@ func summarize(r Result, logs []keyLog, buckets []Bucket, step time.Duration) Su
 		s.OutRateVariance /= float64(len(rates))
 	}
 	return s
+}
+
+// maxInFlight returns the most of r's admitted requests of one key that
+// were in flight at once: an admitted request runs from At to At+Hold.
+func maxInFlight(r Result, events []Event) int64 {
+	type edge struct {
+		at  time.Duration
+		key string
+		d   int64
+	}
+	var edges []edge
+	for i, o := range r.Outcomes {
+		if e := events[i]; o.Allowed && e.Hold > 0 {
+			edges = append(edges, edge{e.At, e.Key, 1}, edge{e.At + e.Hold, e.Key, -1})
+		}
+	}
+	// Ends sort before starts at the same time: a request ending as
+	// another arrives gives its slot back first.
+	slices.SortStableFunc(edges, func(a, b edge) int {
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		return cmp.Compare(a.d, b.d)
+	})
+	n, most := map[string]int64{}, int64(0)
+	for _, e := range edges {
+		n[e.key] += e.d
+		most = max(most, n[e.key])
+	}
+	return most
 }

@@ -24,6 +24,7 @@ type routeCounters struct {
 	admitted     atomic.Uint64 // the limits admitted the request
 	denied       atomic.Uint64 // 429
 	shadowDenied atomic.Uint64 // admitted, but a shadow limit would have denied it
+	shed         atomic.Uint64 // 503 from load shedding, before the limits
 }
 
 // Stats is a gateway's dashboard statistics: request counters per route
@@ -74,6 +75,16 @@ func (s *Stats) Record(clock ratelimit.Clock, ev *httplimit.Event) {
 	}
 }
 
+// RecordShed counts one request of route shed by load shedding.
+func (s *Stats) RecordShed(route string) {
+	if s == nil {
+		return
+	}
+	if c := s.routes[route]; c != nil {
+		c.shed.Add(1)
+	}
+}
+
 // StatsView is the answer of GET /admin/v1/stats.
 type StatsView struct {
 	// Time is the server's time in Unix milliseconds.
@@ -97,6 +108,8 @@ type RouteView struct {
 	Admitted     uint64 `json:"admitted"`
 	Denied       uint64 `json:"denied"`
 	ShadowDenied uint64 `json:"shadow_denied"`
+	// Shed counts the requests load shedding answered 503 (sluice_shed_total).
+	Shed uint64 `json:"shed"`
 }
 
 // StoreView is the store's state, as the gateway reports it.
@@ -159,7 +172,7 @@ func (h *handler) statsView(r *http.Request) StatsView {
 	}
 	for _, rt := range h.o.Routes {
 		c := h.o.Stats.routes[rt.ID]
-		v.Routes = append(v.Routes, RouteView{Route: rt.ID, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load()})
+		v.Routes = append(v.Routes, RouteView{Route: rt.ID, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load(), Shed: c.shed.Load()})
 	}
 	v.Store = h.g.StoreStatus(r.Context())
 	return v

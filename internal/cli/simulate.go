@@ -44,6 +44,9 @@ traffic:
   --on D --off D  onoff phases (default 1s each)
   --seed N        poisson seed (default 1); the same seed gives the same output
   --cost N        cost of each generated request (default 1)
+  --hold D        how long each admitted request stays in flight (default 0: ends as it
+                  arrives); what a concurrency policy counts, e.g.
+                  --algorithm concurrency --limit 5 --hold 2s
   --trace FILE    CSV rows time,key,cost (time in seconds or as a duration)
 
 output:
@@ -151,6 +154,7 @@ type simOpts struct {
 	on, off, step                 time.Duration
 	rps                           float64
 	count, cost                   int64
+	hold                          time.Duration
 	seed                          uint64
 	svg, png, docs                string
 	set                           map[string]bool
@@ -187,6 +191,7 @@ func (o *simOpts) flags() *flag.FlagSet {
 	fs.DurationVar(&o.off, "off", time.Second, "")
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.Int64Var(&o.cost, "cost", 1, "")
+	fs.DurationVar(&o.hold, "hold", 0, "")
 	fs.StringVar(&o.trace, "trace", "", "")
 	fs.DurationVar(&o.step, "step", time.Second, "")
 	fs.BoolVar(&o.table, "table", true, "")
@@ -303,7 +308,7 @@ func (o *simOpts) simulation(lookup func(string) (string, bool)) (simulate.Simul
 	}
 	first := specs[0]
 	p := simulate.Pattern{Kind: o.pattern, Duration: o.duration, RPS: o.rps, Count: o.count, Period: o.period,
-		Spread: o.spread, On: o.on, Off: o.off, Seed: o.seed, Cost: o.cost}
+		Spread: o.spread, On: o.on, Off: o.off, Seed: o.seed, Cost: o.cost, Hold: o.hold}
 	if p.Count == 0 {
 		p.Count = first.Policy.Max()
 	}
@@ -451,10 +456,12 @@ func setField(c *ratelimit.PolicyConfig, f string) error {
 		return duration(&c.Window)
 	case "max_delay":
 		return duration(&c.MaxDelay)
+	case "lease_ttl":
+		return duration(&c.LeaseTTL)
 	case "mode":
 		c.Mode = ratelimit.Mode(v)
 	default:
-		return fmt.Errorf("unknown field %q (name, capacity, limit, burst, rate, window, mode, max_delay)", k)
+		return fmt.Errorf("unknown field %q (name, capacity, limit, burst, rate, window, mode, max_delay, lease_ttl)", k)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 var (
 	errShortOut  = errors.New("ratelimit: out is shorter than reqs")
 	errNilPolicy = errors.New("ratelimit: request with nil policy")
+	errNoLease   = errors.New("ratelimit: concurrency request without a lease id")
 )
 
 // CheckRequests validates what a Store is given: a non-nil policy and a cost
@@ -36,4 +37,16 @@ func Cost(r ratelimit.Request) int64 {
 		return 1
 	}
 	return r.Cost
+}
+
+// CheckLeases reports an error for a concurrency request without a lease
+// id: Evaluate cannot take a lease nobody could release. Peek and Reset
+// need no id.
+func CheckLeases(reqs []ratelimit.Request) error {
+	for i := range reqs {
+		if reqs[i].Policy.IsConcurrency() && reqs[i].Lease == "" {
+			return errNoLease
+		}
+	}
+	return nil
 }

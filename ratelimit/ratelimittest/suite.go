@@ -13,6 +13,9 @@
 //     limits decide all-or-nothing, shadow limits never deny, Peek never
 //     consumes, Reset restores, invalid costs are errors, keys are opaque,
 //     and a clock that goes backwards never mints budget.
+//   - Leases: for a [ratelimit.LeaseStore], the concurrency limits: exact
+//     decisions on a timeline, renewal, release, expiry, the all-or-nothing
+//     composition with rate limits, and racing callers.
 //   - Properties: random request sequences (generated and shrunk by
 //     pgregory.net/rapid) compared decision by decision with naive reference
 //     models written here from docs/semantics.md §2, plus the invariants that hold whatever
@@ -92,6 +95,7 @@ func RunWith(t *testing.T, newStore Factory, o Options) {
 	t.Run("Timelines", s.runTimelines)
 	t.Run("Contract", s.runContract)
 	t.Run("Properties", s.runProperties)
+	t.Run("Leases", s.runLeases)
 }
 
 // nonceSeq makes the key prefix of two RunWith calls in one process differ

@@ -135,6 +135,13 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		copy(out, sc.out)
 		return true, nil
 	}
+	if !admitted {
+		// The primary denied: the leases the Local store took are not
+		// held by anyone.
+		if leases := ratelimit.LeasesOf(reqs); leases != nil {
+			_ = ratelimit.ReleaseLeases(ctx, s.local, leases)
+		}
+	}
 	return admitted, nil
 }
 

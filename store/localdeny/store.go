@@ -296,7 +296,7 @@ func (s *Store) remember(reqs []ratelimit.Request, out []ratelimit.Decision, sta
 	var now int64 // read once, when a shard is found full
 	for i := range reqs {
 		r, d := &reqs[i], &out[i]
-		if r.Shadow || d.Allowed || d.Uncounted || d.RetryAfter <= 0 || repeated(reqs, i) {
+		if r.Shadow || d.Allowed || d.Uncounted || d.RetryAfter <= 0 || r.Policy.IsConcurrency() || repeated(reqs, i) {
 			continue
 		}
 		e := entry{

@@ -20,7 +20,7 @@ const maxInline = 8
 func (s *Store) Evaluate(_ context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
 	if len(reqs) == 1 && len(out) > 0 {
 		r := &reqs[0]
-		if p := r.Policy; p != nil {
+		if p := r.Policy; p != nil && !p.IsConcurrency() {
 			if n := kit.Cost(*r); n >= 1 && n <= p.Max() {
 				return s.evaluateOne(r, n, &out[0]), nil
 			}
@@ -28,6 +28,12 @@ func (s *Store) Evaluate(_ context.Context, reqs []ratelimit.Request, out []rate
 	}
 	if err := kit.CheckRequests(reqs, out); err != nil {
 		return false, err
+	}
+	if ratelimit.HasLeases(reqs) {
+		if err := kit.CheckLeases(reqs); err != nil {
+			return false, err
+		}
+		return s.evaluateLeases(reqs, out), nil
 	}
 	return s.evaluateMany(reqs, out), nil
 }
@@ -236,6 +242,9 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 	overflowLocked := false
 	for i := range reqs {
 		r := &reqs[i]
+		if r.Policy.IsConcurrency() {
+			continue
+		}
 		st := kit.State{}
 		d := s.digest(r.Key)
 		t := &s.shards[d.hash&s.mask].t
@@ -256,14 +265,20 @@ func (s *Store) Peek(_ context.Context, reqs []ratelimit.Request, out []ratelimi
 		s.overflow.mu.Unlock()
 	}
 	s.unlockShards(ids)
+	for i := range reqs {
+		if reqs[i].Policy.IsConcurrency() {
+			out[i] = s.peekLease(&reqs[i])
+		}
+	}
 	return nil
 }
 
-// Reset deletes the state of each request's key, restoring its full budget.
-// Only Key is read. The shared overflow budgets are never reset. It never
+// Reset deletes the state of each request's key (its leases included),
+// restoring its full budget. Only Key is read. The shared overflow budgets are never reset. It never
 // fails.
 func (s *Store) Reset(_ context.Context, reqs []ratelimit.Request) error {
 	for i := range reqs {
+		s.resetLeases(reqs[i].Key)
 		d := s.digest(reqs[i].Key)
 		sh := &s.shards[d.hash&s.mask]
 		sh.mu.Lock()

@@ -140,6 +140,8 @@ type Store struct {
 	mask     uint64
 	perShard int
 	overflow overflow
+	leaseMu  sync.Mutex
+	leases   leases
 
 	overflowHits atomic.Uint64
 	expired      atomic.Uint64
@@ -219,6 +221,7 @@ func New(o Options) (*Store, error) {
 		mask:       uint64(n - 1),
 		perShard:   o.MaxKeys / n,
 		overflow:   overflow{m: make(map[overflowKey]*entry)},
+		leases:     leases{m: make(map[string]map[string]int64)},
 		onOverflow: o.OnOverflow,
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),

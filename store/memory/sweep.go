@@ -37,5 +37,6 @@ func (s *Store) sweep() {
 		}
 	}
 	s.overflow.mu.Unlock()
+	s.sweepLeases()
 	s.expired.Add(n)
 }

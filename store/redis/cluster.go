@@ -82,11 +82,15 @@ func (s *Store) refundCall(reqs []ratelimit.Request, cl call, reps []limitReply)
 		r := &reqs[i]
 		sp := specOf(r.Policy)
 		rc.keys = appendKeys(rc.keys, s.prefix, tag(r.Key), sp)
+		extra := strconv.FormatInt(reps[j].extra, 10)
+		if r.Policy.IsConcurrency() {
+			extra = r.Lease // refund.lua gives the lease back by its id
+		}
 		rc.args = append(rc.args, sp.code,
 			strconv.FormatInt(r.Policy.Max(), 10),
 			strconv.FormatInt(per(kit.ParamsOf(r.Policy)), 10),
 			strconv.FormatInt(kit.Cost(*r), 10),
-			strconv.FormatInt(reps[j].extra, 10))
+			extra)
 	}
 	return rc, len(rc.keys) > 0
 }

@@ -47,8 +47,16 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 		return s.evaluateSCG(ctx, reqs, out)
 	}
 	// Standalone and Sentinel: the call may be combined with concurrent
-	// ones (batch.go), which bounds its wait by the Timeout itself.
-	if c := s.cur.Load(); c != nil && !c.cluster {
+	// ones (batch.go), which bounds its wait by the Timeout itself. A
+	// call with concurrency limits is never combined: a batch shares its
+	// policies' arguments between requests, and a lease id is per request.
+	leases := ratelimit.HasLeases(reqs)
+	if leases {
+		if err := kit.CheckLeases(reqs); err != nil {
+			return false, fmt.Errorf("redis store: %w", err)
+		}
+	}
+	if c := s.cur.Load(); c != nil && !c.cluster && !leases {
 		return s.evaluateCombined(ctx, c, reqs, out)
 	}
 	ctx, cancel := s.bound(ctx)
@@ -57,11 +65,11 @@ func (s *Store) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if err != nil {
 		return false, err
 	}
-	if !c.cluster {
+	if !c.cluster && !leases {
 		return s.evaluateCombined(ctx, c, reqs, out)
 	}
 	now := s.now()
-	if len(reqs) > 1 {
+	if c.cluster && len(reqs) > 1 {
 		if groups := slotGroups(reqs); len(groups) > 1 {
 			return s.evaluateSlots(ctx, c, reqs, out, groups, now)
 		}
@@ -246,12 +254,16 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			}
 		}
 		q := kit.ParamsOf(p)
+		perV := per(q)
+		if p.IsConcurrency() {
+			perV = p.LeaseTTL().Microseconds()
+		}
 		maxDelay := q.MaxDelayMicros
 		if sp == &scgSpec {
 			maxDelay = p.SCGRate() // scg_token_bucket.lua reads the rate there
 		}
 		// Hexadecimal: the script parses it with strtoul, not strtod.
-		for _, v := range [...]int64{q.Max, per(q), maxDelay, kit.Cost(*r)} {
+		for _, v := range [...]int64{q.Max, perV, maxDelay, kit.Cost(*r)} {
 			buf = strconv.AppendInt(buf, v, 16)
 			ends = append(ends, len(buf))
 		}
@@ -273,8 +285,11 @@ func (s *Store) newCall(mode, now string, reqs []ratelimit.Request, idx []int) c
 			cl.keys = append(cl.keys, next())
 		}
 		shape, shadow := "0", "0"
-		if r.Policy.Mode() == ratelimit.Shape {
+		switch {
+		case r.Policy.Mode() == ratelimit.Shape:
 			shape = "1"
+		case r.Policy.IsConcurrency():
+			shape = r.Lease // the script reads the lease id in shape's place
 		}
 		if r.Shadow {
 			shadow = "1"
@@ -358,11 +373,11 @@ func (s *Store) run(ctx context.Context, c *conn, cl call, total int, reps []lim
 
 // loneArgs returns the arguments to send for args: the 5-argument form of
 // core.lua (code, now, max, per, cost) for a mode 'e' request with one
-// limit in police mode without max_delay that is not a sliding log nor a
-// compat scg limit (its shadow flag only matters to the caller, see run),
+// limit in police mode without max_delay that is not a sliding log, a
+// concurrency limit nor a compat scg limit (its shadow flag only matters to the caller, see run),
 // else args itself.
 func loneArgs(args []string) []string {
-	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[2] == scgSpec.code || args[5] != "0" || args[6] != "0" {
+	if len(args) != 2+7 || args[0] != modeEvaluate || args[2] == specs[3].code || args[2] == specs[6].code || args[2] == scgSpec.code || args[5] != "0" || args[6] != "0" {
 		return args
 	}
 	return []string{args[2], args[1], args[3], args[4], args[7]}

@@ -43,6 +43,7 @@ var specs = [...]spec{
 	{"4", []string{"sl", "sl:n"}},
 	{"5", []string{"sw"}},
 	{"6", []string{"gc"}},
+	{"7", []string{"cc"}},
 }
 
 // specOf returns the layout of p's algorithm.
@@ -63,6 +64,8 @@ func specOf(p *ratelimit.Policy) *spec {
 		return &specs[4]
 	case ratelimit.GCRA:
 		return &specs[5]
+	case ratelimit.Concurrency:
+		return &specs[6]
 	}
 	panic("redis store: policy with unknown algorithm " + string(p.Algorithm()))
 }

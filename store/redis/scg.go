@@ -13,9 +13,9 @@ import (
 // budget: Request.Key, "request_rate_limiter.{<id>}" (httplimit builds it
 // from the key resolver's value), followed by ".tokens" and ".timestamp".
 // They get neither the store's prefix nor a hashed tag. Their step is
-// scg_token_bucket.lua's, algorithm code 7, whose max_delay argument carries
+// scg_token_bucket.lua's, algorithm code 8, whose max_delay argument carries
 // the whole tokens added per second.
-var scgSpec = spec{"7", []string{".tokens", ".timestamp"}}
+var scgSpec = spec{"8", []string{".tokens", ".timestamp"}}
 
 // errSCGSlots reports a request whose limits include a compat scg limit and
 // keys in more than one Redis Cluster hash slot.

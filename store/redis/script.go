@@ -23,7 +23,7 @@ var luaFiles embed.FS
 // algorithmFiles lists the algorithm files in the order they are joined.
 var algorithmFiles = []string{
 	"token_bucket.lua", "leaky_bucket.lua", "fixed_window.lua",
-	"sliding_log.lua", "sliding_window.lua", "gcra.lua", "scg_token_bucket.lua",
+	"sliding_log.lua", "sliding_window.lua", "gcra.lua", "concurrency.lua", "scg_token_bucket.lua",
 }
 
 // assemble joins core, the prelude, every algorithm file and main.
@@ -54,7 +54,19 @@ var (
 	// run is never sent twice.
 	evalScript   = newScript(evalSource)
 	refundScript = newScript(refundSource)
+	// renewScript extends leases (concurrency limits); it needs only
+	// core.lua's clock.
+	renewScript = newScript(mustRead("core.lua") + "\n" + mustRead("renew.lua"))
 )
+
+// mustRead returns an embedded script file.
+func mustRead(name string) string {
+	src, err := luaFiles.ReadFile("lua/" + name)
+	if err != nil {
+		panic("redis store: embedded script missing: " + name)
+	}
+	return string(src)
+}
 
 // Script modes (ARGV[1] of main.lua).
 const (

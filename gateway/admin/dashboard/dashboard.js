@@ -30,7 +30,7 @@
     const target = el("div");
     box.appendChild(target);
     document.getElementById("charts").appendChild(box);
-    const data = [[], [], [], []];
+    const data = [[], [], [], [], []];
     const width = Math.max(420, box.clientWidth || 460);
     const plot = new uPlot({
       width: width, height: 200,
@@ -40,6 +40,7 @@
         { label: "admitted/s", stroke: "#2e7d32", fill: "rgba(46,125,50,0.08)", width: 2 },
         { label: "denied/s", stroke: "#c62828", fill: "rgba(198,40,40,0.10)", width: 2 },
         { label: "shadow-denied/s", stroke: "#ef6c00", width: 2, dash: [6, 4] },
+        { label: "shed/s", stroke: "#6a1b9a", width: 2, dash: [2, 3] },
       ],
       axes: [{}, { label: "req/s", size: 50 }],
     }, data, target);
@@ -48,9 +49,9 @@
     return c;
   }
 
-  function push(c, t, a, d, s) {
-    const series = [t, a, d, s];
-    for (let i = 0; i < 4; i++) {
+  function push(c, t, a, d, s, shed) {
+    const series = [t, a, d, s, shed];
+    for (let i = 0; i < series.length; i++) {
       c.data[i].push(series[i]);
       if (c.data[i].length > HISTORY) c.data[i].shift();
     }
@@ -59,6 +60,7 @@
     c.box.dataset.admitted = String(sum(c.data[1]));
     c.box.dataset.denied = String(sum(c.data[2]));
     c.box.dataset.shadowDenied = String(sum(c.data[3]));
+    c.box.dataset.shed = String(sum(c.data[4]));
     c.box.dataset.points = String(c.data[0].length);
   }
 
@@ -88,7 +90,7 @@
       for (const r of s.routes) {
         const p = before.get(r.route) || r;
         const rate = (k) => Math.max(0, r[k] - p[k]) / dt;
-        push(chartFor(r.route), t, rate("admitted"), rate("denied"), rate("shadow_denied"));
+        push(chartFor(r.route), t, rate("admitted"), rate("denied"), rate("shadow_denied"), rate("shed"));
       }
     } else {
       for (const r of s.routes) chartFor(r.route);

@@ -303,8 +303,9 @@ local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
   return true, remaining, reset, retry, delay, nxt, nil
 end
 
--- A lone request with one limit that is not a sliding_log nor compat scg
--- (code '7', scg_token_bucket.lua) is decided here,
+-- A lone request with one limit that is not a sliding_log, a concurrency
+-- limit (code '7', which main.lua decides) nor compat scg (code '8',
+-- scg_token_bucket.lua) is decided here,
 -- in either of two forms (main.lua describes the arguments): mode 'e' with
 -- its 9 arguments, or, for a limit in police mode without max_delay, the
 -- 5 arguments code, now, max, per, cost (mode '1', '2', '3', '5' or '6':
@@ -317,7 +318,7 @@ local argv = ARGV
 local lone, lone_at = nil, 0 -- the algorithm code, and where max is
 if #argv == 5 then
   lone, lone_at = argv[1], 3
-elseif argv[1] == 'e' and #argv == 9 and argv[3] ~= '4' and argv[3] ~= '7' then
+elseif argv[1] == 'e' and #argv == 9 and argv[3] ~= '4' and argv[3] ~= '7' and argv[3] ~= '8' then
   lone, lone_at = argv[3], 4
 end
 if lone then

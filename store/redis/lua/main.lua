@@ -11,8 +11,9 @@
 -- ARGV[2]  now in Unix µs, or '' to read Redis TIME (production; only tests
 --          pass a time); in mode 'b' every request is decided at this one now
 -- then, in modes 'e', 'v', 'p': 7 ARGV per limit: algorithm code, max
---          (capacity, limit or burst), per (interval or window, µs), shape
---          (1/0), max_delay (µs), cost, shadow (1/0);
+--          (capacity, limit or burst), per (interval or window, µs; the
+--          lease TTL for concurrency), shape (1/0; the lease id for
+--          concurrency), max_delay (µs), cost, shadow (1/0);
 --          in mode 'b': the number of distinct policies S, then 5 ARGV per
 --          policy (algorithm code, max, per, shape, max_delay as above),
 --          then per request: its number of limits n, then 2 ARGV per limit:
@@ -47,7 +48,7 @@
 -- the requests before and after it are decided as usual).
 
 -- algorithm returns the entry of an algorithm code, building it on first use.
-local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra, scg_token_bucket}
+local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra, concurrency, scg_token_bucket}
 local built = {}
 local function algorithm(code)
   local alg = built[code]
@@ -67,6 +68,9 @@ local now, extra_ttl_ms = clock(ARGV[2])
 -- available. The probe is denied, so it changes nothing.
 local function step(alg, p, s, cost)
   local ns, d = alg.step(p, s, now, cost)
+  if alg.leases then -- concurrency.lua sets next itself
+    return ns, d
+  end
   d.next = 0
   if d.remaining <= 0 then
     if not d.allowed and cost == 1 then
@@ -109,6 +113,7 @@ local function limit_at(a)
     per = tonumber(ARGV[a + 2], 16),
     shape = ARGV[a + 3] == '1',
     max_delay = tonumber(ARGV[a + 4], 16),
+    lease = ARGV[a + 3],
   }
   return algorithm(tonumber(ARGV[a])), p, tonumber(ARGV[a + 5], 16), ARGV[a + 6] == '1'
 end

@@ -1,0 +1,183 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-gw/sluice/ratelimit"
+)
+
+// Concurrency limits. A limit whose policy is a concurrency policy takes a
+// lease when the request is admitted (Decide); the engine's adapter takes
+// the leases over with Hold before it forwards the request, and releases
+// them when the response has ended, however it ends (Lease.Release). While
+// held, the leases are renewed every third of their TTL, so a request
+// longer than the TTL keeps its slot; a process that dies mid-request stops
+// renewing and its leases expire within the TTL.
+
+// leasePrefix makes lease ids unique across processes; leaseSeq within one.
+var (
+	leasePrefix = func() string {
+		var b [12]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		return base64.RawURLEncoding.EncodeToString(b[:]) + "."
+	}()
+	leaseSeq atomic.Uint64
+)
+
+// NewLeaseID returns a lease id no other request of any process uses.
+func NewLeaseID() string {
+	return leasePrefix + strconv.FormatUint(leaseSeq.Add(1), 36)
+}
+
+// Lease is the set of leases one admitted request holds. Its methods are
+// safe for concurrent use, and a nil *Lease holds nothing.
+type Lease struct {
+	store ratelimit.LeaseStore
+	reqs  []ratelimit.Request
+	r     *renewer
+	once  sync.Once
+}
+
+// HasLeases reports whether res holds leases that Hold must take over.
+func (res *Result) HasLeases() bool { return len(res.leases) > 0 || res.held != nil }
+
+// Hold takes over the leases res holds (nil if none) and starts renewing
+// them. The caller must Release the Lease when the response has ended; a
+// Result whose request is forwarded without Hold keeps its slots until the
+// leases expire.
+func (m *Middleware) Hold(res *Result) *Lease {
+	if l := res.held; l != nil {
+		res.held = nil
+		return l
+	}
+	if len(res.leases) == 0 {
+		return nil
+	}
+	l := HoldLeases(m.store.(ratelimit.LeaseStore), res.leases) // New checked the store
+	clear(res.leases)
+	res.leases = res.leases[:0]
+	return l
+}
+
+// HoldLeases returns a Lease holding the leases reqs (concurrency requests
+// that store admitted), renewing them until Release. reqs is copied.
+func HoldLeases(store ratelimit.LeaseStore, reqs []ratelimit.Request) *Lease {
+	l := &Lease{store: store, reqs: slices.Clone(reqs)}
+	every := time.Duration(1<<63 - 1)
+	for _, r := range l.reqs {
+		every = min(every, r.Policy.LeaseTTL()/3)
+	}
+	l.r = renewerFor(every)
+	l.r.add(l)
+	return l
+}
+
+// Release stops the renewals and gives the leases back, once: calling it
+// again does nothing. It waits for the store (which bounds the call by its
+// own timeout) and returns its error; a lease whose release failed expires by
+// its TTL. A renewal running meanwhile cannot bring a released lease back:
+// a renewal extends only a lease that is still held.
+func (l *Lease) Release() error {
+	if l == nil {
+		return nil
+	}
+	var err error
+	l.once.Do(func() {
+		l.r.remove(l)
+		err = l.store.Release(context.Background(), l.reqs)
+	})
+	return err
+}
+
+// renewer renews every held Lease of one renewal interval, each interval,
+// from one goroutine that runs while it holds any: a goroutine and a timer
+// per request would cost more than the lease itself.
+type renewer struct {
+	every   time.Duration
+	mu      sync.Mutex
+	held    map[*Lease]struct{}
+	running bool
+}
+
+// renewers holds one renewer per interval in use (lease_ttl/3 of the
+// policies configured: few).
+var renewers sync.Map // time.Duration -> *renewer
+
+func renewerFor(every time.Duration) *renewer {
+	if r, ok := renewers.Load(every); ok {
+		return r.(*renewer)
+	}
+	r, _ := renewers.LoadOrStore(every, &renewer{every: every, held: make(map[*Lease]struct{})})
+	return r.(*renewer)
+}
+
+func (r *renewer) add(l *Lease) {
+	r.mu.Lock()
+	r.held[l] = struct{}{}
+	if !r.running {
+		r.running = true
+		go r.loop()
+	}
+	r.mu.Unlock()
+}
+
+func (r *renewer) remove(l *Lease) {
+	r.mu.Lock()
+	delete(r.held, l)
+	r.mu.Unlock()
+}
+
+// loop renews the held leases every interval and returns once none is held
+// at a tick. A failed renewal is not fatal: the next one may succeed before
+// the lease expires.
+func (r *renewer) loop() {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	var batch []*Lease
+	for range t.C {
+		r.mu.Lock()
+		if len(r.held) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		batch = batch[:0]
+		for l := range r.held {
+			batch = append(batch, l)
+		}
+		r.mu.Unlock()
+		for _, l := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), r.every)
+			_ = l.store.Renew(ctx, l.reqs)
+			cancel()
+		}
+		clear(batch)
+	}
+}
+
+// usesLeases reports whether any policy l can use is a concurrency policy.
+func usesLeases(l *Limit) bool {
+	if l.Policy != nil && l.Policy.IsConcurrency() {
+		return true
+	}
+	for _, p := range l.Overrides {
+		if p != nil && p.IsConcurrency() {
+			return true
+		}
+	}
+	if l.Plans != nil {
+		for _, p := range l.Plans.Policies {
+			if p != nil && p.IsConcurrency() {
+				return true
+			}
+		}
+	}
+	return false
+}
