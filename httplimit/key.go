@@ -3,6 +3,7 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/textproto"
 	"net/url"
 	"strings"
@@ -212,33 +213,46 @@ func (rv *resolver) value(p KeyPart, r Request) string {
 
 // queryValue returns the first value of parameter name in a raw query string,
 // as url.Values.Get would after url.ParseQuery, without building the map.
-// Pairs whose escaping is invalid are skipped, as ParseQuery skips them.
 func queryValue(raw, name string) string {
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		if pair == "" || strings.Contains(pair, ";") {
-			continue
-		}
-		k, v, _ := strings.Cut(pair, "=")
-		if strings.ContainsAny(k, "%+") {
-			var err error
-			if k, err = url.QueryUnescape(k); err != nil {
-				continue
-			}
-		}
-		if k != name {
-			continue
-		}
-		if strings.ContainsAny(v, "%+") {
-			var err error
-			if v, err = url.QueryUnescape(v); err != nil {
-				continue
-			}
-		}
+	for v := range QueryValues(raw, name) {
 		return v
 	}
 	return ""
+}
+
+// QueryValues yields, in order, the decoded values of parameter name in a
+// raw query string, as url.ParseQuery would list them, without building the
+// map. Pairs whose escaping is invalid, or that hold a ';', are skipped, as
+// ParseQuery skips them. A parameter without '=' has the value "".
+func QueryValues(raw, name string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for raw != "" {
+			var pair string
+			pair, raw, _ = strings.Cut(raw, "&")
+			if pair == "" || strings.Contains(pair, ";") {
+				continue
+			}
+			k, v, _ := strings.Cut(pair, "=")
+			if strings.ContainsAny(k, "%+") {
+				var err error
+				if k, err = url.QueryUnescape(k); err != nil {
+					continue
+				}
+			}
+			if k != name {
+				continue
+			}
+			if strings.ContainsAny(v, "%+") {
+				var err error
+				if v, err = url.QueryUnescape(v); err != nil {
+					continue
+				}
+			}
+			if !yield(v) {
+				return
+			}
+		}
+	}
 }
 
 // ValidHeaderName reports whether s is a non-empty RFC 9110 token: a valid
