@@ -47,8 +47,12 @@ routes:
 	body(t, "http://"+a[0]+"/hello")
 	os.WriteFile(path, []byte("routes: [\n"), 0o600)
 	sigs <- syscall.SIGHUP // refused: an error line
+	// The signal is taken before the file is read: the next file may be
+	// written only once this reload is over.
+	waitForLog(t, &logs, "reload failed")
 	os.WriteFile(path, []byte(config("info")), 0o600)
 	sigs <- syscall.SIGHUP // an info line, at the new level
+	waitForLog(t, &logs, "config reloaded")
 	sigs <- syscall.SIGTERM
 	select {
 	case <-done:
@@ -88,5 +92,16 @@ routes:
 	}
 	if has("INFO", "sluice listening") || has("INFO", "config loaded") {
 		t.Errorf("at level warn, the startup's info lines were written: %+v", got)
+	}
+}
+
+// waitForLog waits until logs holds text, for at most 10 s.
+func waitForLog(t *testing.T, logs *lockedBuffer, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), text); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log within 10s:\n%s", text, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the log, bounded above
 	}
 }
