@@ -28,7 +28,9 @@ type reloader struct {
 }
 
 // reload loads the file and swaps the gateway built from it in. by names
-// what asked ("SIGHUP", "admin API", "file watch") in the log. It returns
+// what asked ("SIGHUP", "admin API", "file watch") in the log. The reload
+// metrics are recorded before the outcome is logged, so that whoever reads
+// the log line finds them up to date. It returns
 // the problems of a file that was not swapped in, as `sluice check` prints
 // them.
 func (rl *reloader) reload(by string) (gateway.ReloadResult, error) {
@@ -39,16 +41,16 @@ func (rl *reloader) reload(by string) (gateway.ReloadResult, error) {
 	cfg, err := config.Load(rl.file, rl.env.LookupEnv)
 	if err != nil {
 		lines := errorLines(err)
-		log.Error("reload failed; keeping the running config", "file", rl.file, "by", by, "errors", lines)
 		old.RecordReload(false)
+		log.Error("reload failed; keeping the running config", "file", rl.file, "by", by, "errors", lines)
 		return gateway.ReloadResult{}, errors.New(lines)
 	}
 	deps := rl.deps
 	deps.Registry, deps.Previous = old.Registry(), old
 	g, err := gateway.New(cfg, deps)
 	if err != nil {
-		log.Error("reload failed; keeping the running config", "file", rl.file, "by", by, "error", err)
 		old.RecordReload(false)
+		log.Error("reload failed; keeping the running config", "file", rl.file, "by", by, "error", err)
 		return gateway.ReloadResult{}, err
 	}
 	rl.srv.Swap(g)
