@@ -35,6 +35,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-gw/sluice/bench/internal/benchproc"
 )
 
 // defaultPairs are the targets of BENCHMARKS.md: sluice's memory store against
@@ -83,9 +85,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cpuList, err := parseInts(*cpus)
+	cpuList, err := benchproc.ParseInts("-cpu", *cpus)
 	if err != nil {
-		return fmt.Errorf("-cpu: %w", err)
+		return err
 	}
 	if *rounds < 1 {
 		return errors.New("-rounds must be at least 1")
@@ -269,16 +271,4 @@ func parsePairs(specs []string) ([]pair, error) {
 		pairs = append(pairs, p)
 	}
 	return pairs, nil
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q is not a positive integer", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }

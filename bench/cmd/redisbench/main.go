@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,10 +92,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.quick {
 		c.duration, c.warmup, conc, keys = 300*time.Millisecond, 100*time.Millisecond, "16", "1000"
 	}
-	if c.conc, err = parseInts("-conc", conc); err != nil {
+	if c.conc, err = benchproc.ParseInts("-conc", conc); err != nil {
 		return nil, err
 	}
-	if c.keys, err = parseInts("-keys", keys); err != nil {
+	if c.keys, err = benchproc.ParseInts("-keys", keys); err != nil {
 		return nil, err
 	}
 	for n := range strings.SplitSeq(names, ",") {
@@ -114,19 +113,6 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	c.cmdline = "cd bench && go run ./cmd/redisbench " + strings.Join(args, " ")
 	return c, nil
-}
-
-// parseInts parses a comma-separated list of positive integers.
-func parseInts(flagName, s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s: want positive integers, got %q", flagName, f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 func allImplNames() string {

@@ -29,7 +29,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -90,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		c.duration, c.warmup, conc, c.repeat = 300*time.Millisecond, 100*time.Millisecond, "4", 1
 	}
 	var err error
-	if c.conc, err = parseInts("-conc", conc); err != nil {
+	if c.conc, err = benchproc.ParseInts("-conc", conc); err != nil {
 		return nil, err
 	}
 	switch {
@@ -112,19 +111,6 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	c.cmdline = "cd bench && go run ./cmd/rlsbench " + strings.Join(args, " ")
 	return c, nil
-}
-
-// parseInts parses a comma-separated list of positive integers.
-func parseInts(flagName, s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s: want positive integers, got %q", flagName, f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // run is main without the process: it returns the exit code.

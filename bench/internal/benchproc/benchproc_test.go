@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,5 +106,16 @@ func TestWriteReport(t *testing.T) {
 	}
 	if err := WriteReport(&buf, "x", filepath.Join(t.TempDir(), "no", "such", "dir")); err == nil {
 		t.Error("unwritable path: no error")
+	}
+}
+
+func TestParseInts(t *testing.T) {
+	if got, err := ParseInts("-conc", "1, 16,64"); err != nil || !slices.Equal(got, []int{1, 16, 64}) {
+		t.Errorf("ParseInts(1, 16,64) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "1,x", "-2", "1,,2"} {
+		if _, err := ParseInts("-conc", bad); err == nil || !strings.Contains(err.Error(), "-conc") {
+			t.Errorf("ParseInts(%q) = %v, want an error naming -conc", bad, err)
+		}
 	}
 }

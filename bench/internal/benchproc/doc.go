@@ -2,5 +2,5 @@
 // internal/redistest (redis-server and ports) and internal/sluicetest (the
 // sluice binary): the CPU time of a process or of a process tree and its
 // descendants, the load average, a sluice gateway's store trouble from its
-// metrics, and writing and reading the Markdown reports.
+// metrics, writing and reading the Markdown reports, and list flags.
 package benchproc
