@@ -77,14 +77,17 @@ type publicServer struct {
 
 // track follows the connections the server has open.
 func (ps *publicServer) track(c net.Conn, state fasthttp.ConnState) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	switch state {
 	case fasthttp.StateNew:
+		ps.mu.Lock()
 		ps.conns[c] = struct{}{}
+		ps.mu.Unlock()
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		ps.mu.Lock()
 		delete(ps.conns, c)
+		ps.mu.Unlock()
 	}
+	// StateActive and StateIdle, twice per request, take no lock.
 }
 
 // cutOff closes every connection still open.

@@ -637,9 +637,23 @@ func setRateLimitHeaders(w *fasthttp.Response, res *httplimit.Result) {
 		return
 	}
 	if res.HasRateLimitHeaders() {
-		for i, name := range httplimit.RateLimitHeaderNames {
-			w.Header.SetBytesV(name, res.RateLimitHeader(i))
+		for i, name := range rateLimitHeaderKeys {
+			w.Header.SetCanonical(name, res.RateLimitHeader(i))
 		}
 	}
 	setSCGHeaders(w, res)
+}
+
+// rateLimitHeaderKeys are httplimit.RateLimitHeaderNames as bytes. The names
+// are canonical already, so they are set without fasthttp normalising them
+// on every response.
+var rateLimitHeaderKeys = canonicalKeys(httplimit.RateLimitHeaderNames[:])
+
+// canonicalKeys returns names as byte slices, for ResponseHeader.SetCanonical.
+func canonicalKeys(names []string) [][]byte {
+	keys := make([][]byte, len(names))
+	for i, n := range names {
+		keys[i] = []byte(n)
+	}
+	return keys
 }

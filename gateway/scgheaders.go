@@ -12,7 +12,11 @@ func setSCGHeaders(w *fasthttp.Response, res *httplimit.Result) {
 	if !res.HasSCGHeaders() {
 		return
 	}
-	for i, name := range httplimit.SCGHeaderNames {
-		w.Header.SetBytesV(name, res.SCGHeader(i))
+	for i, name := range scgHeaderKeys {
+		w.Header.SetCanonical(name, res.SCGHeader(i))
 	}
 }
+
+// scgHeaderKeys are httplimit.SCGHeaderNames as bytes, set without
+// normalising (canonicalKeys).
+var scgHeaderKeys = canonicalKeys(httplimit.SCGHeaderNames[:])
