@@ -33,6 +33,17 @@ type ceilingResult struct {
 	minRPS, maxRPS float64
 }
 
+// busy returns the share of one core redis-server used during the ceiling
+// (its CPU per request times requests per second), and false when its CPU
+// is unknown. Near 1, Redis itself set the ceiling; well below, the client
+// side did (a starved ceiling).
+func (c ceilingResult) busy() (float64, bool) {
+	if c.serverCPUPer <= 0 || c.rps <= 0 {
+		return 0, false
+	}
+	return c.serverCPUPer.Seconds() * c.rps, true
+}
+
 // medianCeiling returns the run with the median rate (the lower middle one
 // for an even count), with runs, minRPS and maxRPS set.
 func medianCeiling(rs []ceilingResult) ceilingResult {

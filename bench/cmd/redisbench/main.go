@@ -58,6 +58,7 @@ type config struct {
 	cpuProfile       string
 	repeat           int
 	flushDelay       time.Duration
+	pin              bool
 }
 
 // parseFlags parses args; -quick replaces the grid with one small cell per
@@ -82,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.flushDelay, "rueidis-max-flush-delay", 0, "rueidis MaxFlushDelay of the rueidis-script client (sluice's store keeps its own setting)")
 	fs.IntVar(&c.repeat, "repeat", 1, "runs of each cell, interleaved in rounds; the report shows the run with the median decisions/s and the range")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (clients included) to this file")
+	fs.BoolVar(&c.pin, "pin", false, "give redis-server the last CPU to itself and keep the harness, its clients and redis-benchmark on the others (Linux, 2 CPUs or more), so that the ceiling is not starved")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -173,6 +175,11 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer srv.stop()
+	if c.pin {
+		if err := pinCPUs(srv.pid()); err != nil {
+			return nil, err
+		}
+	}
 	rep := &report{cfg: c, started: time.Now().UTC(), redisVersion: srv.version,
 		goVersion: runtime.Version(), cpus: runtime.NumCPU(), procs: runtime.GOMAXPROCS(0), loadBefore: benchproc.LoadAvg()}
 	defer func() { rep.loadAfter = benchproc.LoadAvg() }()
@@ -290,4 +297,25 @@ func runOne(ctx context.Context, im impl, e *env, conc int, warmup, measure time
 	r := runCell(ctx, tg, len(e.keys), conc, warmup, measure, serverPID)
 	r.impl = im.name
 	return r, nil
+}
+
+// pinCPUs gives redis-server (pid) the last CPU and this process, and so
+// the redis-benchmark it starts later, the others.
+func pinCPUs(pid int) error {
+	n := runtime.NumCPU()
+	if n < 2 {
+		return fmt.Errorf("-pin needs 2 CPUs or more, this machine has %d", n)
+	}
+	others := make([]int, n-1)
+	for i := range others {
+		others[i] = i
+	}
+	if err := benchproc.Pin(pid, []int{n - 1}); err != nil {
+		return err
+	}
+	if err := benchproc.Pin(os.Getpid(), others); err != nil {
+		return err
+	}
+	runtime.GOMAXPROCS(n - 1)
+	return nil
 }

@@ -238,3 +238,38 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("defaults: conc %v keys %v impls %d duration %v", c.conc, c.keys, len(c.impls), c.duration)
 	}
 }
+
+// TestTargets: the verdicts follow the figures, and the ceiling's ratio is
+// judged only when redis-server was busy during it (not starved).
+func TestTargets(t *testing.T) {
+	cell := func(impl string, conc int, perSec float64) cellResult {
+		return cellResult{impl: impl, keys: 10, conc: conc, decisions: uint64(perSec), elapsed: time.Second}
+	}
+	r := &report{cfg: &config{conc: []int{1, 64, 256}}, cells: []cellResult{
+		cell(sluiceName, 1, 1000), cell(redisRateName, 1, 900),
+		cell(sluiceName, 64, 30000), cell(redisRateName, 64, 10000),
+		cell(sluiceName, 256, 40000), cell(redisRateName, 256, 20000),
+	}}
+	for _, tc := range []struct {
+		name string
+		ceil ceilingResult
+		want []string
+	}{
+		{"busy", ceilingResult{rps: 25000, serverCPUPer: 38 * time.Microsecond}, []string{
+			"at concurrency 1: **met** (1.11×)",
+			"at concurrency ≥ 64: **missed** (3.00× at 64, 2.00× at 256)",
+			"the ceiling: **met** (1.60×)",
+		}},
+		{"starved", ceilingResult{rps: 25000, serverCPUPer: 10 * time.Microsecond}, []string{"the ceiling: **not shown: the ceiling was starved** (1.60×)"}},
+		{"unknown CPU", ceilingResult{rps: 25000}, []string{"**not shown: the ceiling was starved**"}},
+		{"below", ceilingResult{rps: 30000, serverCPUPer: 33 * time.Microsecond}, []string{"the ceiling: **missed** (1.33×)"}},
+	} {
+		var b strings.Builder
+		r.targets(&b, 10, tc.ceil, true)
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: targets %q, want it to contain %q", tc.name, b.String(), w)
+			}
+		}
+	}
+}
