@@ -127,6 +127,46 @@ var hopHeaders = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// replacedHeaders are the request headers outbound drops: the hop-by-hop
+// ones, and the client address headers it sets itself (X-Forwarded-For
+// gets the client's values back with the peer appended; Forwarded is
+// kept only from a trusted proxy).
+var replacedHeaders = append(append([]string(nil), hopHeaders...), "X-Forwarded-For", "X-Real-Ip", "Forwarded")
+
+// Indexes into replacedHeaders of the headers outbound also reads
+// (TestReplacedHeaderIndexes).
+const (
+	replacedConnection = 0  // hopHeaders[0]
+	replacedXFF        = 9  // len(hopHeaders)
+	replacedForwarded  = 11 // after X-Real-Ip
+)
+
+// The canonical names of the request headers outbound sets, for
+// SetCanonical (no normalising per request; TestOutboundKeysCanonical).
+var (
+	keyConnection      = []byte("Connection")
+	keyUpgrade         = []byte("Upgrade")
+	keyXForwardedFor   = []byte("X-Forwarded-For")
+	keyXForwardedHost  = []byte("X-Forwarded-Host")
+	keyXForwardedProto = []byte("X-Forwarded-Proto")
+	keyXRealIP         = []byte("X-Real-Ip")
+)
+
+// replacedPresent returns a bit set of the replacedHeaders that h holds
+// (bit i for replacedHeaders[i]), compared case-insensitively.
+func replacedPresent(h *fasthttp.RequestHeader) uint32 {
+	var present uint32
+	for k := range h.All() {
+		for i, name := range replacedHeaders {
+			if len(k) == len(name) && strings.EqualFold(string(k), name) {
+				present |= 1 << i
+				break
+			}
+		}
+	}
+	return present
+}
+
 // connectionListed appends the header names that the Connection header
 // values list to dst.
 func connectionListed(dst []string, values [][]byte) []string {
@@ -148,29 +188,37 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	in := &ctx.Request.Header
 	in.CopyTo(&out.Header)
 	oh := &out.Header
-	var listed [8]string
-	for _, name := range connectionListed(listed[:0], in.PeekAll("Connection")) {
-		oh.Del(name)
+	// Most requests carry none of the headers replaced or dropped below:
+	// one pass finds those present, and only they are read and deleted
+	// (each Peek and Del normalises its name and scans every header).
+	present := replacedPresent(in)
+	if present&(1<<replacedConnection) != 0 {
+		var listed [8]string
+		for _, name := range connectionListed(listed[:0], in.PeekAll("Connection")) {
+			oh.Del(name)
+		}
 	}
-	for _, name := range hopHeaders {
-		oh.Del(name)
+	for i, name := range replacedHeaders {
+		if present&(1<<i) != 0 {
+			oh.Del(name)
+		}
 	}
 	oh.ResetConnectionClose()
 	if upgrade != "" {
-		oh.Set("Connection", "Upgrade")
-		oh.Set("Upgrade", upgrade)
+		oh.SetCanonical(keyConnection, []byte("Upgrade"))
+		oh.SetCanonical(keyUpgrade, []byte(upgrade))
 	}
 	// The client's X-Forwarded-Host and -Proto are replaced; its
 	// X-Forwarded-For gets the peer appended (even when Connection named it).
-	prior := in.PeekAll("X-Forwarded-For")
 	xff := r.buf[:0]
-	for i, v := range prior {
-		if i > 0 {
-			xff = append(xff, ", "...)
+	if present&(1<<replacedXFF) != 0 {
+		for i, v := range in.PeekAll("X-Forwarded-For") {
+			if i > 0 {
+				xff = append(xff, ", "...)
+			}
+			xff = append(xff, v...)
 		}
-		xff = append(xff, v...)
 	}
-	oh.Del("X-Forwarded-For")
 	if peer, _, err := net.SplitHostPort(r.remote); err == nil {
 		if len(xff) > 0 {
 			xff = append(xff, ", "...)
@@ -178,23 +226,21 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 		xff = append(xff, peer...)
 	}
 	if len(xff) > 0 {
-		oh.SetBytesV("X-Forwarded-For", xff)
+		oh.SetCanonical(keyXForwardedFor, xff)
 	}
 	r.buf = xff
-	oh.Set("X-Forwarded-Host", r.host)
+	oh.SetCanonical(keyXForwardedHost, []byte(r.host))
 	if ctx.IsTLS() {
-		oh.Set("X-Forwarded-Proto", "https")
+		oh.SetCanonical(keyXForwardedProto, []byte("https"))
 	} else {
-		oh.Set("X-Forwarded-Proto", "http")
+		oh.SetCanonical(keyXForwardedProto, []byte("http"))
 	}
-	oh.Del("X-Real-Ip")
 	if a, ok := h.c.ip.ClientIP(r); ok {
 		r.buf = a.AppendTo(r.buf[:0])
-		oh.SetBytesV("X-Real-Ip", r.buf)
+		oh.SetCanonical(keyXRealIP, r.buf)
 	}
-	oh.Del("Forwarded")
-	if fwd := in.PeekAll("Forwarded"); len(fwd) > 0 && h.c.ip.PeerTrusted(r) {
-		for _, v := range fwd {
+	if present&(1<<replacedForwarded) != 0 && h.c.ip.PeerTrusted(r) {
+		for _, v := range in.PeekAll("Forwarded") {
 			oh.AddBytesV("Forwarded", v)
 		}
 	}
