@@ -9,10 +9,12 @@
 // Usage:
 //
 //	cd bench && go run ./cmd/redisbench [-duration 3s] [-conc 1,16,64,256] [-keys 1000,100000]
-//	    [-impl sluice,rueidis-script,goredis-script,redis_rate,ulule] [-out FILE] [-quick]
+//	    [-impl sluice,rueidis-script,goredis-script,redis_rate,ulule] [-out FILE] [-quick] [-pin]
 //
 // The harness, its clients and redis-server share the machine's cores, so
-// the figures describe this machine under that contention, not Redis alone.
+// the figures describe this machine under that contention, not Redis alone;
+// with -pin redis-server has the last CPU to itself, so that the
+// redis-benchmark ceiling is Redis' own limit rather than starved.
 // It never connects to a Redis it did not start.
 package main
 
