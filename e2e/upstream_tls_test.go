@@ -2,83 +2,20 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-gw/sluice/internal/sluicetest"
+	"github.com/sluice-gw/sluice/internal/testcert"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sluice e2e test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// leaf returns a server certificate for 127.0.0.1 signed by ca.
-func (ca *testCA) leaf(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // tlsUpstream answers over TLS: an Upgrade request with 101 and then an
 // echo of each line, upper-cased; any other request with what it saw.
@@ -130,18 +67,18 @@ func upgradeEcho(t *testing.T, base, path string) (int, string) {
 }
 
 // TestTLSUpstream: a route to an https:// upstream proxies over TLS,
-// verified against the system's roots (here a private CA added with
+// verified against the system's roots (here a private root added with
 // SSL_CERT_FILE, as an operator adds one); an Upgrade request reaches it
 // over TLS too. An upstream whose certificate those roots do not vouch for
 // gets a 502 on both paths, never an unverified connection.
 func TestTLSUpstream(t *testing.T) {
-	ca := newTestCA(t)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+	certFile, keyFile, _ := testcert.SelfSigned(t, t.TempDir())
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
 		t.Fatal(err)
 	}
 	good := httptest.NewUnstartedServer(http.HandlerFunc(tlsUpstream))
-	good.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t)}}
+	good.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	good.StartTLS()
 	defer good.Close()
 	// httptest's own certificate, from a CA the gateway does not trust.
@@ -161,7 +98,7 @@ routes:
 `, good.URL, untrusted.URL))
 	sp, err := sluicetest.Start(binary, sluicetest.Options{
 		Args: []string{"serve", "--config", path},
-		Env:  append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR="+t.TempDir()),
+		Env:  append(os.Environ(), "SSL_CERT_FILE="+certFile, "SSL_CERT_DIR="+t.TempDir()),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,8 @@ var allowed = map[string][]string{
 	// The load-and-fault harness (tests and bench/cmd/faultbench only).
 	"internal/faultload": {"internal/redistest", "internal/sluicetest"},
 	"internal/layout":    {},
+	// Self-signed TLS certificates for tests.
+	"internal/testcert": {},
 }
 
 type pkg struct {
