@@ -248,3 +248,46 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("defaults: -t %d -c %d -d %v -users %d, %d cells", c.threads, c.connections, c.duration, c.users, len(c.cells))
 	}
 }
+
+// TestTargets: each target is judged on the medians of the cells it names,
+// and left out when one of them did not run.
+func TestTargets(t *testing.T) {
+	run := func(rps, cpuMicros float64) cellRun {
+		n := int64(rps * 10)
+		return cellRun{load: wrkResult{requests: n, duration: 10 * time.Second},
+			upstreamCPU: time.Duration(cpuMicros * float64(n) * 1e3), cpuKnown: true}
+	}
+	byName := func(name string) cell {
+		for _, c := range cells {
+			if c.name == name {
+				return c
+			}
+		}
+		t.Fatalf("no cell %s", name)
+		return cell{}
+	}
+	r := &report{cfg: &config{}}
+	for _, c := range []struct {
+		name     string
+		rps, cpu float64
+	}{{"nginx", 30000, 40}, {"sluice-nolimits", 26000, 48}, {"sluice-memory", 24000, 50}, {"sluice-redis", 13000, 80}} {
+		r.cells = append(r.cells, byName(c.name))
+		r.runs = append(r.runs, []cellRun{run(c.rps, c.cpu)})
+	}
+	var b strings.Builder
+	r.targets(&b)
+	got := b.String()
+	for _, want := range []string{
+		"sluice-memory ÷ nginx, req/s ≥ 0.8×: 0.80× (**met**)",
+		"sluice-memory ÷ nginx, CPU per request ≤ 1.3×: 1.25× (**met**)",
+		"(limits cost ≤ 10%) ≥ 0.9×: 0.92× (**met**)",
+		"sluice-redis ÷ sluice-memory, req/s ≥ 0.6×: 0.54× (**missed**)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("targets:\n%s\nwant a line containing %q", got, want)
+		}
+	}
+	if strings.Contains(got, "traefik") {
+		t.Errorf("targets name Traefik, whose cells did not run:\n%s", got)
+	}
+}

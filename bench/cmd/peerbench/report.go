@@ -122,6 +122,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %s | %.1f | %.1f–%.1f | %s | %s | %s | %.0f |\n",
 			ce.name, q, qlo, qhi, ratio(q, nginxRPS), u, ulo, uhi, ratio(u, nginxCPU), proxy, redis, errs)
 	}
+	r.targets(&b)
 	b.WriteString("\nCells:\n\n")
 	for _, ce := range r.cells {
 		about := ce.about
@@ -139,4 +140,58 @@ func orNA(s string) string {
 		return "n/a"
 	}
 	return s
+}
+
+// The gateway targets (docs/scaling.md and BENCHMARKS.md report against
+// them), judged on the cells' medians.
+const (
+	targetMemoryOverNginx   = 0.8 // sluice-memory req/s ÷ nginx's
+	targetMemoryCPUPerNginx = 1.3 // sluice-memory CPU per request ÷ nginx's, at most
+	targetLimitsKeep        = 0.9 // sluice-memory req/s ÷ sluice-nolimits' (limits cost ≤ 10%)
+	targetRedisOverTraefik  = 3.0 // sluice-redis req/s ÷ traefik-redis'
+	targetRedisOverMemory   = 0.6 // sluice-redis req/s ÷ sluice-memory's
+)
+
+// median returns the median of f over the runs of the cell named name, and
+// whether the cell ran.
+func (r *report) median(name string, f func(cellRun) float64) (float64, bool) {
+	for i, ce := range r.cells {
+		if ce.name == name && len(r.runs[i]) > 0 {
+			m, _, _ := stats(r.runs[i], f)
+			return m, m > 0
+		}
+	}
+	return 0, false
+}
+
+// targets writes the verdict of each target whose cells ran.
+func (r *report) targets(b *strings.Builder) {
+	var lines []string
+	check := func(what string, a, bb string, f func(cellRun) float64, target float64, atMost bool) {
+		x, okA := r.median(a, f)
+		y, okB := r.median(bb, f)
+		if !okA || !okB {
+			return
+		}
+		v := x / y
+		met := v >= target
+		cmp := "≥"
+		if atMost {
+			met, cmp = v <= target, "≤"
+		}
+		verdict := "missed"
+		if met {
+			verdict = "met"
+		}
+		lines = append(lines, fmt.Sprintf("- %s %s %.2g×: %.2f× (**%s**)", what, cmp, target, v, verdict))
+	}
+	check("sluice-memory ÷ nginx, req/s", "sluice-memory", "nginx", rps, targetMemoryOverNginx, false)
+	check("sluice-memory ÷ nginx, CPU per request", "sluice-memory", "nginx", cpuTotal, targetMemoryCPUPerNginx, true)
+	check("sluice-memory ÷ sluice-nolimits, req/s (limits cost ≤ 10%)", "sluice-memory", "sluice-nolimits", rps, targetLimitsKeep, false)
+	check("sluice-redis ÷ traefik-redis, req/s", "sluice-redis", "traefik-redis", rps, targetRedisOverTraefik, false)
+	check("sluice-redis ÷ sluice-memory, req/s", "sluice-redis", "sluice-memory", rps, targetRedisOverMemory, false)
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\nTargets, on the medians above:\n\n" + strings.Join(lines, "\n") + "\n")
 }
