@@ -278,10 +278,10 @@ func TestTargets(t *testing.T) {
 	r.targets(&b)
 	got := b.String()
 	for _, want := range []string{
-		"sluice-memory ÷ nginx, req/s ≥ 0.8×: 0.80× (**met**)",
-		"sluice-memory ÷ nginx, CPU per request ≤ 1.3×: 1.25× (**met**)",
-		"(limits cost ≤ 10%) ≥ 0.9×: 0.92× (**met**)",
-		"sluice-redis ÷ sluice-memory, req/s ≥ 0.6×: 0.54× (**missed**)",
+		"sluice-memory ÷ nginx, req/s ≥ 0.8×: 0.800× (**met**)",
+		"sluice-memory ÷ nginx, CPU per request ≤ 1.3×: 1.250× (**met**)",
+		"(limits cost ≤ 10%) ≥ 0.9×: 0.923× (**met**)",
+		"sluice-redis ÷ sluice-memory, req/s ≥ 0.6×: 0.542× (**missed**)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("targets:\n%s\nwant a line containing %q", got, want)

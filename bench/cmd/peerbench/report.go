@@ -183,7 +183,7 @@ func (r *report) targets(b *strings.Builder) {
 		if met {
 			verdict = "met"
 		}
-		lines = append(lines, fmt.Sprintf("- %s %s %.2g×: %.2f× (**%s**)", what, cmp, target, v, verdict))
+		lines = append(lines, fmt.Sprintf("- %s %s %.2g×: %.3f× (**%s**)", what, cmp, target, v, verdict))
 	}
 	check("sluice-memory ÷ nginx, req/s", "sluice-memory", "nginx", rps, targetMemoryOverNginx, false)
 	check("sluice-memory ÷ nginx, CPU per request", "sluice-memory", "nginx", cpuTotal, targetMemoryCPUPerNginx, true)
