@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,16 +134,15 @@ var hopHeaders = []string{
 // kept only from a trusted proxy).
 var replacedHeaders = append(append([]string(nil), hopHeaders...), "X-Forwarded-For", "X-Real-Ip", "Forwarded")
 
-// Indexes into replacedHeaders of the headers outbound also reads
-// (TestReplacedHeaderIndexes).
-const (
-	replacedConnection = 0  // hopHeaders[0]
-	replacedXFF        = 9  // len(hopHeaders)
-	replacedForwarded  = 11 // after X-Real-Ip
+// Indexes into replacedHeaders of the headers outbound also reads.
+var (
+	replacedConnection = slices.Index(replacedHeaders, "Connection")
+	replacedXFF        = slices.Index(replacedHeaders, "X-Forwarded-For")
+	replacedForwarded  = slices.Index(replacedHeaders, "Forwarded")
 )
 
 // The canonical names of the request headers outbound sets, for
-// SetCanonical (no normalising per request; TestOutboundKeysCanonical).
+// SetCanonical (no normalising per request; TestReplacedHeaderIndexes).
 var (
 	keyConnection      = []byte("Connection")
 	keyUpgrade         = []byte("Upgrade")

@@ -1,6 +1,7 @@
 package benchproc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -25,7 +26,7 @@ func Pin(pid int, cpus []int) error {
 		if err != nil {
 			continue
 		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("pin thread %d of process %d to CPUs %v: %w", tid, pid, cpus, err)
 		}
 	}
