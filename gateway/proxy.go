@@ -128,6 +128,9 @@ var hopHeaders = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// hopConnection is the index of Connection in hopHeaders.
+var hopConnection = slices.Index(hopHeaders, "Connection")
+
 // replacedHeaders are the request headers outbound drops: the hop-by-hop
 // ones, and the client address headers it sets itself (X-Forwarded-For
 // gets the client's values back with the peer appended; Forwarded is
@@ -180,39 +183,24 @@ func connectionListed(dst []string, values [][]byte) []string {
 	return dst
 }
 
-// outbound returns the request to send upstream for r: the client's
-// headers less the hop-by-hop ones, the X-Forwarded-* and client address
-// headers of docs/semantics.md §4.4, the upstream's Host (or the client's
-// under preserve_host) and the path joined to the upstream's base path.
-func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out *fasthttp.Request, upgrade string) {
-	in := &ctx.Request.Header
-	in.CopyTo(&out.Header)
-	oh := &out.Header
+// outbound rewrites oh, which holds the client's request headers (the
+// client's request itself, or a copy), into the headers sent upstream for r:
+// the hop-by-hop ones dropped, the X-Forwarded-* and client address headers
+// of docs/semantics.md §4.4, the upstream's Host (or the client's under
+// preserve_host) and the path joined to the upstream's base path. Rewriting
+// clears the client's Connection: close; outbound returns whether it was
+// set, for the caller to keep the client's connection's fate.
+func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *fasthttp.RequestHeader, upgrade string) (clientClose bool) {
 	// Most requests carry none of the headers replaced or dropped below:
 	// one pass finds those present, and only they are read and deleted
 	// (each Peek and Del normalises its name and scans every header).
-	present := replacedPresent(in)
-	if present&(1<<replacedConnection) != 0 {
-		var listed [8]string
-		for _, name := range connectionListed(listed[:0], in.PeekAll("Connection")) {
-			oh.Del(name)
-		}
-	}
-	for i, name := range replacedHeaders {
-		if present&(1<<i) != 0 {
-			oh.Del(name)
-		}
-	}
-	oh.ResetConnectionClose()
-	if upgrade != "" {
-		oh.SetCanonical(keyConnection, []byte("Upgrade"))
-		oh.SetCanonical(keyUpgrade, []byte(upgrade))
-	}
-	// The client's X-Forwarded-Host and -Proto are replaced; its
-	// X-Forwarded-For gets the peer appended (even when Connection named it).
+	// Everything kept of them is read before any is deleted.
+	present := replacedPresent(oh)
+	// The client's X-Forwarded-For gets the peer appended (even when
+	// Connection named it); its X-Forwarded-Host and -Proto are replaced.
 	xff := r.buf[:0]
 	if present&(1<<replacedXFF) != 0 {
-		for i, v := range in.PeekAll("X-Forwarded-For") {
+		for i, v := range oh.PeekAll("X-Forwarded-For") {
 			if i > 0 {
 				xff = append(xff, ", "...)
 			}
@@ -224,6 +212,31 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 			xff = append(xff, ", "...)
 		}
 		xff = append(xff, peer...)
+	}
+	// Forwarded is kept only from a trusted proxy (even when Connection
+	// named it), after the headers sluice sets.
+	var forwarded [][]byte
+	if present&(1<<replacedForwarded) != 0 && h.c.ip.PeerTrusted(r) {
+		for _, v := range oh.PeekAll("Forwarded") {
+			forwarded = append(forwarded, bytes.Clone(v))
+		}
+	}
+	if present&(1<<replacedConnection) != 0 {
+		var listed [8]string
+		for _, name := range connectionListed(listed[:0], oh.PeekAll("Connection")) {
+			oh.Del(name)
+		}
+	}
+	for i, name := range replacedHeaders {
+		if present&(1<<i) != 0 {
+			oh.Del(name)
+		}
+	}
+	clientClose = oh.ConnectionClose()
+	oh.ResetConnectionClose()
+	if upgrade != "" {
+		oh.SetCanonical(keyConnection, []byte("Upgrade"))
+		oh.SetCanonical(keyUpgrade, []byte(upgrade))
 	}
 	if len(xff) > 0 {
 		oh.SetCanonical(keyXForwardedFor, xff)
@@ -239,10 +252,8 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 		r.buf = a.AppendTo(r.buf[:0])
 		oh.SetCanonical(keyXRealIP, r.buf)
 	}
-	if present&(1<<replacedForwarded) != 0 && h.c.ip.PeerTrusted(r) {
-		for _, v := range in.PeekAll("Forwarded") {
-			oh.AddBytesV("Forwarded", v)
-		}
+	for _, v := range forwarded {
+		oh.AddBytesV("Forwarded", v)
 	}
 	if !h.c.preserveHost || r.host == "" {
 		oh.Set("Host", h.c.target.Host)
@@ -252,12 +263,9 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, out 
 	if r.span.On() {
 		injectTrace(oh, &r.span)
 	}
-	out.UseHostHeader = true
 	r.buf = h.appendRequestURI(r.buf[:0], r)
 	oh.SetRequestURIBytes(r.buf)
-	if h.tls {
-		out.URI().SetScheme("https")
-	}
+	return clientClose
 }
 
 // appendRequestURI appends the target sent upstream to dst: the escaped
@@ -303,35 +311,36 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 		h.serveUpgrade(ctx, r, res, up)
 		return
 	}
-	out := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(out)
-	h.outbound(ctx, r, out, "")
+	// The client's request is rewritten in place and sent upstream, and
+	// the upstream's response read into the client's: nothing is copied.
+	oh := &ctx.Request.Header
+	if h.outbound(ctx, r, oh, "") {
+		defer ctx.SetConnectionClose()
+	}
 	var body *bodyReader
-	cl := ctx.Request.Header.ContentLength()
+	cl := oh.ContentLength()
 	if cl != 0 && ctx.Request.IsBodyStream() {
 		body = newBodyReader(ctx.RequestBodyStream(), ctx, cl)
 		defer body.release()
 	}
-	resp := fasthttp.AcquireResponse()
-	ub, err := h.roundTrip(out, resp, body, cl)
+	ub, err := h.roundTrip(oh, &ctx.Response, body, cl)
 	if err != nil {
-		fasthttp.ReleaseResponse(resp)
 		h.fail(ctx, r, err)
 		return
 	}
 	if ub != nil {
 		ub.lease = r.takeLease() // released when the streamed body ends
 	}
-	h.answer(ctx, resp, ub, res)
+	h.answer(ctx, ub, res)
 }
 
-// roundTrip sends out, with body (nil: none) of length size (-1:
-// chunked), and reads the response headers into resp within the route's
-// timeout, recording sluice_upstream_duration_seconds. The response body,
+// roundTrip sends the request headers oh, with body (nil: none) of length
+// size (-1: chunked), and reads the response into resp within the route's
+// timeout (see readResponse), recording sluice_upstream_duration_seconds. The response body,
 // if any, then streams without that bound (upstreamBody). The request
 // headers are sent before the body, so the upstream sees the request while
 // the body is still arriving.
-func (h *proxyHandler) roundTrip(out *fasthttp.Request, resp *fasthttp.Response, body *bodyReader, size int) (*upstreamBody, error) {
+func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int) (*upstreamBody, error) {
 	start := time.Now()
 	defer func() {
 		d := time.Since(start)
@@ -351,11 +360,11 @@ func (h *proxyHandler) roundTrip(out *fasthttp.Request, resp *fasthttp.Response,
 			defer t.Stop()
 		}
 	}
-	ub, err := h.exchange(out, resp, body, size, deadline)
+	ub, err := h.exchange(oh, resp, body, size, deadline)
 	if err != nil && body == nil && retryable(err) {
 		// A pooled connection the upstream had closed: once more, on
 		// another (a fresh one, once the pool's stale ones are gone).
-		ub, err = h.exchange(out, resp, nil, 0, deadline)
+		ub, err = h.exchange(oh, resp, nil, 0, deadline)
 	}
 	if err == nil {
 		return ub, nil
@@ -376,8 +385,9 @@ func retryable(err error) bool {
 }
 
 // exchange is one attempt of roundTrip on a connection of the upstream's
-// pool. It returns the response body to stream, nil when there is none.
-func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time) (*upstreamBody, error) {
+// pool. It returns the response body to stream, nil when there is none. On
+// failure resp holds nothing of the upstream's.
+func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time) (*upstreamBody, error) {
 	hc := h.client
 	var wait time.Duration
 	if !deadline.IsZero() {
@@ -387,44 +397,53 @@ func (h *proxyHandler) exchange(out *fasthttp.Request, resp *fasthttp.Response, 
 	if err != nil {
 		return nil, err
 	}
-	// A request with a body cannot be sent twice (its body is a stream), so
-	// a pooled connection the upstream has closed while idle is found out
-	// before it is used, not by the request failing on it.
-	for tries := 0; body != nil && tries < 4 && peerClosed(cc.Conn()); tries++ {
+	// A pooled connection keeps the deadline of its last request until it
+	// gets this one's (none: zero). A request with a body cannot be sent
+	// twice (its body is a stream), so a pooled connection the upstream has
+	// closed while idle is found out before it is used, not by the request
+	// failing on it: peerClosed reads only within the deadline.
+	for tries := 0; ; tries++ {
+		if err := cc.Conn().SetDeadline(deadline); err != nil {
+			hc.CloseConn(cc)
+			return nil, err
+		}
+		if body == nil || tries >= 4 || !peerClosed(cc.Conn()) {
+			break
+		}
 		hc.CloseConn(cc)
 		if cc, err = hc.AcquireConn(wait, false); err != nil {
 			return nil, err
 		}
 	}
 	conn := cc.Conn()
-	if err := conn.SetDeadline(deadline); err != nil {
-		hc.CloseConn(cc)
-		return nil, err
-	}
 	bw := hc.AcquireWriter(conn)
 	var src io.Reader
 	if body != nil {
 		src = body
 	}
-	err = writeRequest(bw, out, src, size)
+	err = writeRequest(bw, oh, src, size)
 	hc.ReleaseWriter(bw)
 	if err != nil {
 		hc.CloseConn(cc)
 		return nil, err
 	}
 	br := hc.AcquireReader(conn)
-	if err := readResponse(br, resp, out.Header.IsHead()); err != nil {
+	streamed, err := readResponse(br, resp, oh.IsHead())
+	if err == nil && streamed != nil {
+		// The body streams without the route's timeout.
+		if err = conn.SetDeadline(time.Time{}); err != nil {
+			streamed.CloseBodyStream() //nolint:errcheck // the connection is closed below
+			fasthttp.ReleaseResponse(streamed)
+		}
+	}
+	if err != nil {
+		clearResponse(resp)
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
 		return nil, err
 	}
-	if err := conn.SetDeadline(time.Time{}); err != nil {
-		hc.ReleaseReader(br)
-		hc.CloseConn(cc)
-		return nil, err
-	}
-	if stream := resp.BodyStream(); stream != nil {
-		return &upstreamBody{r: stream, resp: resp, release: func(reuse bool) {
+	if streamed != nil {
+		return &upstreamBody{r: streamed.BodyStream(), resp: streamed, release: func(reuse bool) {
 			hc.ReleaseReader(br)
 			if reuse {
 				hc.ReleaseConn(cc)
@@ -448,40 +467,62 @@ const maxInterimResponses = 100
 // readResponse reads the upstream's response headers from br into resp,
 // past any interim (1xx) responses but 101. A body of known length that br
 // already holds whole is read into resp, with no further read on the
-// connection; any other body is left to stream (resp.BodyStream).
-func readResponse(br *bufio.Reader, resp *fasthttp.Response, head bool) error {
+// connection. Any other body is left to stream: readResponse then returns
+// a response of its own, holding a copy of resp's headers and the body
+// stream (BodyStream), for the caller to release.
+func readResponse(br *bufio.Reader, resp *fasthttp.Response, head bool) (streamed *fasthttp.Response, err error) {
 	resp.ResetBody()
 	resp.SkipBody = head
 	for n := 0; ; n++ {
 		if err := resp.Header.Read(br); err != nil {
-			return err
+			return nil, err
 		}
 		if s := resp.StatusCode(); s < 100 || s > 199 || s == http.StatusSwitchingProtocols {
 			break
 		}
 		if n >= maxInterimResponses {
-			return errors.New("gateway: too many interim responses from the upstream")
+			return nil, errors.New("gateway: too many interim responses from the upstream")
 		}
 	}
 	if s := resp.StatusCode(); head || (s >= 100 && s < 200) || s == http.StatusNoContent || s == http.StatusNotModified {
-		return nil // no body
+		return nil, nil // no body
 	}
-	cl := resp.Header.ContentLength()
-	resp.StreamBody = cl < 0 || br.Buffered() < cl
-	return resp.ReadBody(br, 0)
+	if cl := resp.Header.ContentLength(); cl >= 0 && br.Buffered() >= cl {
+		return nil, resp.ReadBody(br, 0)
+	}
+	// The client's response cannot hold the upstream's stream: setting its
+	// own body stream would close this one.
+	streamed = fasthttp.AcquireResponse()
+	resp.Header.CopyTo(&streamed.Header)
+	streamed.StreamBody = true
+	if err := streamed.ReadBody(br, 0); err != nil {
+		fasthttp.ReleaseResponse(streamed)
+		return nil, err
+	}
+	return streamed, nil
 }
 
-// writeRequest writes out's headers and flushes them, then the body: size
-// bytes, or chunked (size -1), each chunk flushed as it is read.
-func writeRequest(bw *bufio.Writer, out *fasthttp.Request, body io.Reader, size int) error {
+// clearResponse drops what a failed exchange read into the client's
+// response w, so that the failure's answer starts clean. The public server
+// sends no default Content-Type (its NoDefaultContentType), which a header
+// reset would turn back on.
+func clearResponse(w *fasthttp.Response) {
+	w.ResetBody()
+	w.Header.Reset()
+	w.Header.SetNoDefaultContentType(true)
+}
+
+// writeRequest writes the request headers oh and flushes them, then the
+// body: size bytes, or chunked (size -1), each chunk flushed as it is read.
+func writeRequest(bw *bufio.Writer, oh *fasthttp.RequestHeader, body io.Reader, size int) error {
 	if body == nil {
-		if err := out.Header.Write(bw); err != nil {
+		if err := oh.Write(bw); err != nil {
 			return err
 		}
 		return bw.Flush()
 	}
-	out.Header.SetContentLength(size)
-	if err := out.Header.Write(bw); err != nil {
+	oh.SetContentLength(size)
+	if err := oh.Write(bw); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
@@ -545,20 +586,18 @@ func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, err erro
 	writeProblem(ctx, pe.Status, pe.Detail)
 }
 
-// answer writes the upstream's response to the client: status, headers
-// less the hop-by-hop ones, the rate-limit headers, and the body streamed
-// as it arrives (a body without a length is sent chunked, each chunk
-// flushed as it comes).
-func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, ub *upstreamBody, res *httplimit.Result) {
+// answer completes the upstream's response, read into the client's, for
+// the client: the hop-by-hop headers dropped, the rate-limit headers set,
+// and a streamed body (ub, nil for none) sent as it arrives (a body
+// without a length chunked, each chunk flushed as it comes).
+func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, ub *upstreamBody, res *httplimit.Result) {
 	w := &ctx.Response
-	copyResponseHeader(&w.Header, &resp.Header)
+	dropResponseHops(&w.Header)
 	setRateLimitHeaders(w, res)
 	if ub == nil {
-		h.answerBody(ctx, resp)
-		fasthttp.ReleaseResponse(resp)
 		return
 	}
-	size := resp.Header.ContentLength()
+	size := ub.resp.Header.ContentLength()
 	if size < 0 {
 		if !ctx.Request.Header.IsHTTP11() {
 			answerHTTP10(ctx, ub)
@@ -572,15 +611,45 @@ func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, resp *fasthttp.Response,
 	w.SetBodyStream(ub, size)
 }
 
-// answerWhole writes an upstream response read whole to the client.
+// responseHopPresent returns a bit set of the hopHeaders that h holds (bit
+// i for hopHeaders[i]), compared case-insensitively.
+func responseHopPresent(h *fasthttp.ResponseHeader) uint32 {
+	var present uint32
+	for k := range h.All() {
+		for i, name := range hopHeaders {
+			if len(k) == len(name) && strings.EqualFold(string(k), name) {
+				present |= 1 << i
+				break
+			}
+		}
+	}
+	return present
+}
+
+// dropResponseHops deletes from h, an upstream's response headers, the
+// hop-by-hop ones and those its Connection header names, and clears the
+// upstream's Connection: close, which is not the client's connection's.
+func dropResponseHops(h *fasthttp.ResponseHeader) {
+	present := responseHopPresent(h)
+	if present&(1<<hopConnection) != 0 {
+		var listed [8]string
+		for _, name := range connectionListed(listed[:0], h.PeekAll("Connection")) {
+			h.Del(name)
+		}
+	}
+	for i, name := range hopHeaders {
+		if present&(1<<i) != 0 {
+			h.Del(name)
+		}
+	}
+	h.ResetConnectionClose()
+}
+
+// answerWhole writes an upstream response read whole into resp to the
+// client; to HEAD, with the upstream's length.
 func (h *proxyHandler) answerWhole(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, res *httplimit.Result) {
 	copyResponseHeader(&ctx.Response.Header, &resp.Header)
 	setRateLimitHeaders(&ctx.Response, res)
-	h.answerBody(ctx, resp)
-}
-
-// answerBody copies a body read whole; to HEAD, the upstream's length.
-func (h *proxyHandler) answerBody(ctx *fasthttp.RequestCtx, resp *fasthttp.Response) {
 	ctx.Response.SetBody(resp.Body())
 	if cl := resp.Header.ContentLength(); cl >= 0 && ctx.IsHead() {
 		ctx.Response.Header.SetContentLength(cl)

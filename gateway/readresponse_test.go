@@ -47,27 +47,37 @@ func TestReadResponseWholeOrStream(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			br := bufio.NewReader(&halves{parts: append([]string(nil), tt.parts...)})
 			var resp fasthttp.Response
-			if err := readResponse(br, &resp, tt.head); err != nil {
+			streamed, err := readResponse(br, &resp, tt.head)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if resp.StatusCode() != tt.status {
 				t.Errorf("status %d, want %d", resp.StatusCode(), tt.status)
 			}
-			// Body would drain a stream: BodyStream is asked first.
-			s := resp.BodyStream()
-			if (s != nil) != tt.stream {
-				t.Fatalf("streams: %v, want %v", s != nil, tt.stream)
+			if (streamed != nil) != tt.stream {
+				t.Fatalf("streams: %v, want %v", streamed != nil, tt.stream)
 			}
 			body := ""
-			if s == nil {
+			if streamed == nil {
+				if resp.BodyStream() != nil {
+					t.Fatal("a body read whole left a stream in the response")
+				}
 				body = string(resp.Body())
 			} else {
-				b, err := io.ReadAll(s)
+				if resp.BodyStream() != nil {
+					t.Error("the response given holds the stream; the streamed one should")
+				}
+				if streamed.StatusCode() != tt.status || streamed.Header.ContentLength() != resp.Header.ContentLength() {
+					t.Errorf("streamed response: status %d, length %d; want the headers read: %d, %d",
+						streamed.StatusCode(), streamed.Header.ContentLength(), tt.status, resp.Header.ContentLength())
+				}
+				b, err := io.ReadAll(streamed.BodyStream())
 				if err != nil {
 					t.Fatal(err)
 				}
 				body = string(b)
-				resp.CloseBodyStream() //nolint:errcheck // read to its end
+				streamed.CloseBodyStream() //nolint:errcheck // read to its end
+				fasthttp.ReleaseResponse(streamed)
 			}
 			if body != tt.body {
 				t.Errorf("body %q, want %q", body, tt.body)

@@ -123,7 +123,14 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	}
 	out := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(out)
-	h.outbound(ctx, r, out, protocol)
+	// A copy: the client's request stays as it came (its connection's fate
+	// included) when the upstream does not switch.
+	ctx.Request.Header.CopyTo(&out.Header)
+	h.outbound(ctx, r, &out.Header, protocol)
+	out.UseHostHeader = true
+	if h.tls {
+		out.URI().SetScheme("https")
+	}
 	conn.SetDeadline(deadline) //nolint:errcheck // a failed deadline fails the exchange below
 	bw := bufio.NewWriter(conn)
 	br := bufio.NewReader(conn)
