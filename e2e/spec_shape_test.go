@@ -204,3 +204,51 @@ routes:
 		t.Errorf("the upstream saw %q, want [first after]: a request whose client left while held must not be forwarded", ids)
 	}
 }
+
+// TestSpecShapeClientGonePastHeaderTimeout: a GET held in shape mode for
+// longer than read_header_timeout is still watched: its client leaving
+// after the headers' deadline has passed still keeps it from the upstream.
+func TestSpecShapeClientGonePastHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	up := newArrivals(t)
+	p := start(t, `server: {listen: "127.0.0.1:0", shutdown_timeout: 10s, read_header_timeout: 1s}
+admin: {listen: "127.0.0.1:0"}
+store: {type: memory}
+policies:
+  slow: {algorithm: leaky_bucket, capacity: 5, rate: 0.4, mode: shape}
+routes:
+  - id: slow
+    match: {path: /slow}
+    upstream: `+up.URL+`
+    limits: [{policy: slow, key: header:X-User-Id}]
+`)
+	if r := get(t, p.base+"/slow", "X-User-Id", "leaver", "X-Req-Id", "first"); r.code != 200 {
+		t.Fatalf("first request: %d %s", r.code, r.body)
+	}
+	// The second request is held for 2.5 s (one unit ahead of it at 0.4/s);
+	// its client leaves 1.6 s in, past the 1 s headers' deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 1600*time.Millisecond)
+	defer cancel()
+	heldAt := time.Now()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/slow", nil)
+	req.Header.Set("X-User-Id", "leaver")
+	req.Header.Set("X-Req-Id", "abandoned")
+	resp, err := client.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("the held request was answered %d before its client left", resp.StatusCode)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the held request: %v, want its client to give up", err)
+	}
+	// Past the end of the hold, with a margin, the upstream has seen only
+	// the first request.
+	time.Sleep(time.Until(heldAt.Add(2500*time.Millisecond + 1500*time.Millisecond)))
+	var ids []string
+	for _, a := range up.list() {
+		ids = append(ids, a.id)
+	}
+	if fmt.Sprint(ids) != "[first]" {
+		t.Errorf("the upstream saw %q, want [first]: a request whose client left while held must not be forwarded", ids)
+	}
+}

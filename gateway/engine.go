@@ -22,9 +22,9 @@ import (
 //
 // read_header_timeout is the engine's read timeout: it bounds the wait from
 // a connection's first byte (or a keep-alive connection's next request)
-// until the request's headers and the first byte of its body are in; the
-// handler then sets the read deadline of read_timeout, counted from the
-// request's start, or lifts it.
+// until the request's headers and the first byte of its body are in; for a
+// request with a body, the handler then sets the read deadline of
+// read_timeout, counted from the request's start, or lifts it.
 func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logger) *publicServer {
 	sc := g.cfg.Server
 	ps := &publicServer{conns: make(map[net.Conn]struct{})}
@@ -35,10 +35,16 @@ func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logg
 	}
 	ps.Server = &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
-			if readTimeout > 0 {
-				ctx.SetReadDeadline(ctx.Time().Add(readTimeout)) //nolint:errcheck // a closed connection fails the read anyway
-			} else if headerTimeout > 0 {
-				ctx.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+			// A request without a body is read whole: the headers' deadline
+			// has nothing left to bound, and the engine sets the next
+			// request's own. (A deadline the handler sets costs the engine a
+			// second call to clear it after the response.)
+			if ctx.Request.Header.ContentLength() != 0 {
+				if readTimeout > 0 {
+					ctx.SetReadDeadline(ctx.Time().Add(readTimeout)) //nolint:errcheck // a closed connection fails the read anyway
+				} else if headerTimeout > 0 {
+					ctx.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+				}
 			}
 			handler(ctx)
 		},

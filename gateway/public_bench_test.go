@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -17,7 +18,8 @@ import (
 // BenchmarkServePublic measures the public handler per request, past the
 // engine's parsing: a fixed answer and a proxied request to a loopback
 // upstream, each without limits and with a per-user limit that admits
-// everything (users rotate over 1024 keys).
+// everything (users rotate over 1024 keys), and with that limit and a
+// global one, as the gateway benchmarks against nginx carry.
 func BenchmarkServePublic(b *testing.B) {
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -27,6 +29,7 @@ func BenchmarkServePublic(b *testing.B) {
 	go up.Serve(upLn)
 	defer up.Shutdown()
 	perUser := []config.Limit{{Policy: "big", Key: httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User-Id"}}}}
+	perUserGlobal := append(perUser[:1:1], config.Limit{Policy: "global", Key: httplimit.Key{{Source: httplimit.SourceConst, Name: "global"}}})
 	respond := &config.Respond{Status: 200, Body: "ok"}
 	for _, c := range []struct {
 		name   string
@@ -35,6 +38,7 @@ func BenchmarkServePublic(b *testing.B) {
 	}{
 		{"respond", config.Route{ID: "r", Match: config.Match{Path: "/api/**"}, Respond: respond}, nil},
 		{"respond+limit", config.Route{ID: "r", Match: config.Match{Path: "/api/**"}, Respond: respond}, perUser},
+		{"respond+2limits", config.Route{ID: "r", Match: config.Match{Path: "/api/**"}, Respond: respond}, perUserGlobal},
 		{"proxy", upstreamRoute("r", "/api/**", "http://"+upLn.Addr().String()), nil},
 		{"proxy+limit", upstreamRoute("r", "/api/**", "http://"+upLn.Addr().String()), perUser},
 	} {
@@ -43,6 +47,7 @@ func BenchmarkServePublic(b *testing.B) {
 			rc.Limits = c.limits
 			cfg := testConfig(rc)
 			cfg.Policies["big"] = config.PolicySpec{Algorithm: ratelimit.TokenBucket, Capacity: 1 << 40, Rate: 1e6}
+			cfg.Policies["global"] = config.PolicySpec{Algorithm: ratelimit.FixedWindow, Limit: 1 << 50, Window: time.Hour}
 			g, err := New(cfg, Deps{})
 			if err != nil {
 				b.Fatal(err)

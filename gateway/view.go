@@ -32,8 +32,8 @@ type publicRequest struct {
 	span tracing.Span
 	xff  []string
 	buf  []byte // scratch for the proxy's X-Forwarded-For
-	// readDeadline is the read deadline the handler set on the connection
-	// (read_timeout from the request's start), zero for none.
+	// readDeadline bounds the connection's reads past the request's
+	// headers (read_timeout from the request's start), zero for none.
 	readDeadline time.Time
 	// status, when not 0, is the status recorded instead of the response's
 	// (499: the client went away).

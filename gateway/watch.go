@@ -24,6 +24,10 @@ func (r *publicRequest) WatchClient() (<-chan struct{}, func()) {
 	if err != nil {
 		return nil, func() {}
 	}
+	// The watch reads within read_timeout of the request's start, or
+	// without a bound; a request without a body still has its headers'
+	// deadline (see newPublicServer).
+	tc.SetReadDeadline(r.readDeadline) //nolint:errcheck // a closed connection ends the watch
 	gone := make(chan struct{})
 	exited := make(chan struct{})
 	var stopped atomic.Bool
@@ -48,7 +52,7 @@ func (r *publicRequest) WatchClient() (<-chan struct{}, func()) {
 		stopped.Store(true)
 		tc.SetReadDeadline(time.Now()) //nolint:errcheck // wakes the watch; restored below
 		<-exited
-		tc.SetReadDeadline(r.readDeadline) //nolint:errcheck // as the handler set it
+		tc.SetReadDeadline(r.readDeadline) //nolint:errcheck // as the watch began
 	}
 }
 
