@@ -43,7 +43,7 @@ func (res *Result) SetDecision(now time.Time, evals []Evaluation, admitted bool)
 			retry = max(retry, e.Decision.RetryAfter)
 		}
 	}
-	res.setRateLimitHeaders(now, out, admitted)
+	res.setRateLimitHeaders(now, out, admitted, nil)
 	if admitted {
 		res.Forward = true
 		return

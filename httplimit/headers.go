@@ -43,8 +43,10 @@ func (e *outcome) hidden() bool { return e.shadow || e.d.Uncounted }
 // lowest Remaining. The first in limit order wins a tie.
 //
 // All five values are formatted into res's buffer, back to back, so that an
-// adapter can write them without an allocation of its own.
-func (res *Result) setRateLimitHeaders(now time.Time, evals []outcome, admitted bool) {
+// adapter can write them without an allocation of its own. policyField, if
+// not nil, is the RateLimit-Policy value of evals, formatted before
+// (appendPolicyField).
+func (res *Result) setRateLimitHeaders(now time.Time, evals []outcome, admitted bool, policyField []byte) {
 	pick := -1
 	for i := range evals {
 		e := &evals[i]
@@ -71,15 +73,13 @@ func (res *Result) setRateLimitHeaders(now time.Time, evals []outcome, admitted 
 	end[1] = len(buf)
 	buf = strconv.AppendInt(buf, unixCeil(now.Add(d.Reset)), 10)
 	end[2] = len(buf)
-	sep := false
-	for i := range evals {
-		if e := &evals[i]; !e.hidden() {
-			buf = appendPolicyItem(buf, e, sep)
-			sep = true
-		}
+	if policyField != nil {
+		buf = append(buf, policyField...)
+	} else {
+		buf = appendPolicyField(buf, evals)
 	}
 	end[3] = len(buf)
-	sep = false
+	sep := false
 	for i := range evals {
 		if e := &evals[i]; !e.hidden() {
 			buf = appendRateLimitItem(buf, e, sep)
@@ -88,6 +88,19 @@ func (res *Result) setRateLimitHeaders(now time.Time, evals []outcome, admitted 
 	}
 	end[4] = len(buf)
 	res.hdr = buf
+}
+
+// appendPolicyField appends the RateLimit-Policy value of evals: an item
+// for each one not hidden.
+func appendPolicyField(b []byte, evals []outcome) []byte {
+	sep := false
+	for i := range evals {
+		if e := &evals[i]; !e.hidden() {
+			b = appendPolicyItem(b, e, sep)
+			sep = true
+		}
+	}
+	return b
 }
 
 // appendPolicyItem appends e's RateLimit-Policy item: "name";q=limit;w=seconds.

@@ -113,6 +113,10 @@ type Limit struct {
 	// capacity and cost. The first evaluated limit with SCGHeaders gives
 	// them.
 	SCGHeaders bool
+
+	// keyPrefix is the state key prefix of the limit under Policy, set by
+	// New (appendStateKeyPrefix).
+	keyPrefix []byte
 }
 
 // ErrInvalidOptions is wrapped by every error New returns.

@@ -18,8 +18,12 @@ import (
 // either forwards the request or answers 429 (docs/semantics.md §5). Create
 // one with New; it is safe for concurrent use.
 type Middleware struct {
-	route        string
-	limits       []Limit
+	route  string
+	limits []Limit
+	// policyField is the RateLimit-Policy value of a request each limit
+	// decided under its own Policy, every one counted (see
+	// Result.setRateLimitHeaders): the common case, formatted once.
+	policyField  []byte
 	store        ratelimit.Store
 	clock        ratelimit.Clock
 	rv           resolver
@@ -89,6 +93,12 @@ func New(o Options) (*Middleware, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	defaults := make([]outcome, 0, len(limits))
+	for i := range limits {
+		l := &limits[i]
+		l.keyPrefix = appendStateKeyPrefix(nil, o.Route, l.ID, l.Policy.Name())
+		defaults = append(defaults, outcome{policy: l.Policy, shadow: l.Shadow})
+	}
 	m := &Middleware{
 		route:        o.Route,
 		limits:       limits,
@@ -98,6 +108,7 @@ func New(o Options) (*Middleware, error) {
 		override:     o.Override,
 		onStoreError: o.OnStoreError,
 		observe:      o.Observe,
+		policyField:  appendPolicyField(nil, defaults),
 	}
 	if m.clock == nil {
 		m.clock = ratelimit.SystemClock{}
@@ -330,7 +341,7 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 		return
 	}
 	retry, delay := m.collect(sc)
-	res.setRateLimitHeaders(before, sc.evals, admitted)
+	res.setRateLimitHeaders(before, sc.evals, admitted, m.defaultPolicyField(sc))
 	m.setSCGHeaders(sc, res, true)
 	if !admitted {
 		sc.ev.Outcome = OutcomeLimited
@@ -362,6 +373,21 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 	res.Forward = true
 }
 
+// defaultPolicyField returns m.policyField when sc's evaluations are each
+// limit's, in order, under its own Policy and counted, which the field
+// describes; else nil.
+func (m *Middleware) defaultPolicyField(sc *scratch) []byte {
+	if len(sc.evals) != len(m.limits) {
+		return nil // a limit was skipped
+	}
+	for i := range sc.evals {
+		if e := &sc.evals[i]; e.policy != m.limits[i].Policy || e.d.Uncounted {
+			return nil
+		}
+	}
+	return m.policyField
+}
+
 // addRequest resolves limit i's key and policy and appends its store request
 // to sc.reqs, or nothing if the limit is skipped. It returns false if the key
 // is empty and the limit denies such requests.
@@ -385,7 +411,11 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 		sc.limitOf = append(sc.limitOf, i)
 		return true
 	}
-	sc.buf = appendStateKeyPrefix(sc.buf[:0], m.route, l.ID, p.Name())
+	if p == l.Policy {
+		sc.buf = append(sc.buf[:0], l.keyPrefix...)
+	} else {
+		sc.buf = appendStateKeyPrefix(sc.buf[:0], m.route, l.ID, p.Name())
+	}
 	if sc.anon[i] {
 		sc.buf = append(sc.buf, anonymousMarker)
 	} else {

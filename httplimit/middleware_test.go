@@ -701,3 +701,34 @@ func TestWriteProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyFieldFormattedOnce: the RateLimit-Policy value formatted when
+// the middleware is built serves only requests whose limits all decided
+// under their own policies; an override, a skipped limit or a shadow limit
+// gets the value of what was decided, and the next plain request the
+// formatted one again.
+func TestPolicyFieldFormattedOnce(t *testing.T) {
+	f := newFixture(t, Options{Limits: []Limit{
+		{Policy: hourly, Key: mustKey(t, "const:global")},
+		{Policy: perUser, Key: mustKey(t, "header:X-User-Id"), OnEmptyKey: EmptyKeySkip, Overrides: map[string]*ratelimit.Policy{"big": vip}},
+		{Policy: free, Key: mustKey(t, "const:global"), Shadow: true},
+	}})
+	both := `"hourly";q=100;w=3600, "per-user";q=10;w=10`
+	for i, tt := range []struct {
+		header string
+		want   string
+	}{
+		{"X-User-Id: a", both},
+		{"X-User-Id: big", `"hourly";q=100;w=3600, "vip";q=100;w=10`},
+		{"X-Other: 1", `"hourly";q=100;w=3600`},
+		{"X-User-Id: b", both},
+	} {
+		w := f.do("/", tt.header)
+		if got := w.Header().Get(HeaderRateLimitPolicy); got != tt.want {
+			t.Errorf("request %d (%s): RateLimit-Policy %q, want %q", i, tt.header, got, tt.want)
+		}
+	}
+	if want := `"hourly";q=100;w=3600, "per-user";q=10;w=10`; string(f.m.policyField) != want {
+		t.Errorf("formatted field %q, want %q", f.m.policyField, want)
+	}
+}
