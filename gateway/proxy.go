@@ -207,7 +207,12 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 			xff = append(xff, v...)
 		}
 	}
-	if peer, _, err := net.SplitHostPort(r.remote); err == nil {
+	if r.peer.IsValid() {
+		if len(xff) > 0 {
+			xff = append(xff, ", "...)
+		}
+		xff = r.peer.Addr().AppendTo(xff)
+	} else if peer, _, err := net.SplitHostPort(r.RemoteAddr()); err == nil {
 		if len(xff) > 0 {
 			xff = append(xff, ", "...)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -25,7 +26,11 @@ type publicRequest struct {
 	// target is the request-target as received; escaped the path part of
 	// it, path that decoded, query the part after '?'.
 	target, escaped, path, query string
-	remote                       string
+	// peer is the TCP peer's address; remote, its RemoteAddr form, is
+	// made from peerNet when first asked for.
+	peer    netip.AddrPort
+	peerNet net.Addr
+	remote  string
 	// entry is the access log record, nil when the request is not sampled.
 	entry *accessEntry
 	// span is the request's trace span, off when tracing is.
@@ -52,14 +57,49 @@ func (r *publicRequest) takeLease() held {
 	return l
 }
 
-var _ httplimit.Request = (*publicRequest)(nil)
+var (
+	_ httplimit.Request       = (*publicRequest)(nil)
+	_ httplimit.PeerAddresser = (*publicRequest)(nil)
+)
 
 func (r *publicRequest) Context() context.Context { return requestContext{r} }
 func (r *publicRequest) Method() string           { return r.method }
 func (r *publicRequest) Host() string             { return r.host }
 func (r *publicRequest) Path() string             { return r.path }
 func (r *publicRequest) RawQuery() string         { return r.query }
-func (r *publicRequest) RemoteAddr() string       { return r.remote }
+
+// RemoteAddr returns the TCP peer as net/http's Request.RemoteAddr gives it.
+func (r *publicRequest) RemoteAddr() string {
+	if r.remote == "" && r.peerNet != nil {
+		r.remote = string(appendAddr(nil, r.peerNet))
+	}
+	return r.remote
+}
+
+// PeerAddr returns the TCP peer's address as httplimit parses RemoteAddr:
+// without zone, IPv4-mapped unmapped.
+func (r *publicRequest) PeerAddr() (netip.Addr, bool) {
+	if r.peer.IsValid() {
+		return r.peer.Addr().Unmap().WithZone(""), true
+	}
+	if r.peerNet == nil {
+		return netip.Addr{}, false
+	}
+	s := r.RemoteAddr()
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	a, err := netip.ParseAddr(s)
+	return a.Unmap().WithZone(""), err == nil
+}
+
+// setPeer records peer, the request's TCP peer.
+func (r *publicRequest) setPeer(peer net.Addr) {
+	r.peerNet, r.remote, r.peer = peer, "", netip.AddrPort{}
+	if a, ok := peer.(*net.TCPAddr); ok {
+		r.peer = a.AddrPort()
+	}
+}
 
 // Header returns the first value of a header; Host is not one (see Host).
 func (r *publicRequest) Header(name string) string {
@@ -93,16 +133,14 @@ var errTarget = errors.New("malformed request target")
 
 // parseTarget fills in r's host from the Host header and r's target,
 // escaped path, decoded path and query from the raw request-target (see
-// splitTarget); an absolute-form target's host becomes r's host. r's remote
-// address is set from peer; host, target and remote address share one
-// allocation.
+// splitTarget); an absolute-form target's host becomes r's host. r's peer
+// is set from peer; host and target share one allocation.
 func (r *publicRequest) parseTarget(host, raw []byte, peer net.Addr) error {
 	r.buf = append(append(r.buf[:0], host...), raw...)
-	r.buf = appendAddr(r.buf, peer)
 	all := string(r.buf)
 	r.host = all[:len(host)]
-	r.target = all[len(host) : len(host)+len(raw)]
-	r.remote = all[len(host)+len(raw):]
+	r.target = all[len(host):]
+	r.setPeer(peer)
 	var targetHost string
 	var err error
 	r.escaped, r.path, r.query, targetHost, err = splitTarget(r.target)

@@ -24,7 +24,7 @@ type IPResolver struct {
 
 // ClientIP returns the client address of r and whether one was found.
 //
-// The peer is r.RemoteAddr() ("ip:port" or a bare IP). If the peer is trusted,
+// The peer is r.RemoteAddr() ("ip:port" or a bare IP; see PeerAddresser). If the peer is trusted,
 // every X-Forwarded-For header is split at commas and walked from the last
 // entry to the first, skipping trusted addresses; the first untrusted address
 // is the client. An empty or malformed entry stops the walk and the client is
@@ -33,7 +33,7 @@ type IPResolver struct {
 // When every entry is trusted, the leftmost is the client. Addresses are
 // returned without zone, and IPv4-mapped IPv6 addresses as IPv4.
 func (ipr *IPResolver) ClientIP(r Request) (netip.Addr, bool) {
-	peer, ok := parseHostAddr(r.RemoteAddr())
+	peer, ok := peerAddr(r)
 	if !ok {
 		return netip.Addr{}, false
 	}
@@ -68,7 +68,7 @@ func (ipr *IPResolver) ClientIP(r Request) (netip.Addr, bool) {
 // TrustedProxies, that is whether the forwarding headers it sends are
 // believed.
 func (ipr *IPResolver) PeerTrusted(r Request) bool {
-	peer, ok := parseHostAddr(r.RemoteAddr())
+	peer, ok := peerAddr(r)
 	return ok && ipr.trusted(peer)
 }
 

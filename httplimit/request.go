@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"net/http"
+	"net/netip"
 )
 
 // Request is what the limits read from an HTTP request, whichever server
@@ -34,6 +35,23 @@ type Request interface {
 	HeaderValues(name string) []string
 	// RemoteAddr is the TCP peer, "ip:port" or a bare IP.
 	RemoteAddr() string
+}
+
+// PeerAddresser is implemented by a Request that holds its TCP peer's
+// address parsed: PeerAddr returns what parsing RemoteAddr would (the
+// address without zone, IPv4-mapped unmapped) and whether there is one,
+// so that the client address is found without formatting and parsing it
+// again on every request.
+type PeerAddresser interface {
+	PeerAddr() (netip.Addr, bool)
+}
+
+// peerAddr returns r's TCP peer address, parsed.
+func peerAddr(r Request) (netip.Addr, bool) {
+	if pa, ok := r.(PeerAddresser); ok {
+		return pa.PeerAddr()
+	}
+	return parseHostAddr(r.RemoteAddr())
 }
 
 // HTTPRequest returns r as a [Request]. It allocates nothing.
