@@ -187,10 +187,8 @@ func connectionListed(dst []string, values [][]byte) []string {
 // client's request itself, or a copy), into the headers sent upstream for r:
 // the hop-by-hop ones dropped, the X-Forwarded-* and client address headers
 // of docs/semantics.md §4.4, the upstream's Host (or the client's under
-// preserve_host) and the path joined to the upstream's base path. Rewriting
-// clears the client's Connection: close; outbound returns whether it was
-// set, for the caller to keep the client's connection's fate.
-func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *fasthttp.RequestHeader, upgrade string) (clientClose bool) {
+// preserve_host) and the path joined to the upstream's base path.
+func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *fasthttp.RequestHeader, upgrade string) {
 	// Most requests carry none of the headers replaced or dropped below:
 	// one pass finds those present, and only they are read and deleted
 	// (each Peek and Del normalises its name and scans every header).
@@ -237,7 +235,6 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 			oh.Del(name)
 		}
 	}
-	clientClose = oh.ConnectionClose()
 	oh.ResetConnectionClose()
 	if upgrade != "" {
 		oh.SetCanonical(keyConnection, []byte("Upgrade"))
@@ -270,7 +267,6 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 	}
 	r.buf = h.appendRequestURI(r.buf[:0], r)
 	oh.SetRequestURIBytes(r.buf)
-	return clientClose
 }
 
 // appendRequestURI appends the target sent upstream to dst: the escaped
@@ -318,10 +314,10 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 	}
 	// The client's request is rewritten in place and sent upstream, and
 	// the upstream's response read into the client's: nothing is copied.
+	// (The engine keeps the client's Connection: close from before the
+	// handler; TestConnectionFate.)
 	oh := &ctx.Request.Header
-	if h.outbound(ctx, r, oh, "") {
-		defer ctx.SetConnectionClose()
-	}
+	h.outbound(ctx, r, oh, "")
 	var body *bodyReader
 	cl := oh.ContentLength()
 	if cl != 0 && ctx.Request.IsBodyStream() {
@@ -341,10 +337,10 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 
 // roundTrip sends the request headers oh, with body (nil: none) of length
 // size (-1: chunked), and reads the response into resp within the route's
-// timeout (see readResponse), recording sluice_upstream_duration_seconds. The response body,
-// if any, then streams without that bound (upstreamBody). The request
-// headers are sent before the body, so the upstream sees the request while
-// the body is still arriving.
+// timeout (see readResponse), recording sluice_upstream_duration_seconds.
+// A streamed response body then streams without that bound (upstreamBody).
+// The request headers are sent before the body, so the upstream sees the
+// request while the body is still arriving.
 func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int) (*upstreamBody, error) {
 	start := time.Now()
 	defer func() {
