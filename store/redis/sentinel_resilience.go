@@ -14,11 +14,14 @@ package redis
 // So in Sentinel mode the store
 //
 //   - checks every connection it dials (sentinelDial): ROLE must say master
-//     (or sentinel, for the connections to the sentinels), and a sentinel
-//     must name this address as the master (it is refused only when every
-//     sentinel that answers names another; when none answers, the master is
-//     accepted: an outage of the sentinels alone must not take Redis away).
-//     A refused dial fails the call as a "connection" error;
+//     (or sentinel, for the connections to the sentinels), and the sentinels
+//     must name this address as the master: the sentinels are asked at
+//     once, and the answer with the highest config epoch, their newest view,
+//     decides (right after a failover the sentinels that did not lead it
+//     still name the old master, which may be back as a stale one). When no
+//     sentinel answers, the master is accepted: an outage of the sentinels
+//     alone must not take Redis away. A refused dial fails the call as a
+//     "connection" error, and rueidis asks the next sentinel;
 //   - re-resolves the master when a call gets READONLY or a refused dial
 //     (guarded): a new client asks the sentinels and replaces the current
 //     one, at most once per resolveInterval; the old client is closed once
@@ -44,6 +47,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -290,49 +294,125 @@ func askMaster(c net.Conn, r *bufio.Reader, name string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// sentinelMaster asks the sentinel at addr for the master's address,
-// authenticating with the sentinels' credentials.
-func (s *Store) sentinelMaster(ctx context.Context, addr string, deadline time.Time) (string, error) {
+// sentinelAnswer is one sentinel's view of the master.
+type sentinelAnswer struct {
+	master string // host:port
+	// epoch is the config epoch of that view (SENTINEL MASTER's
+	// config-epoch), -1 when the sentinel would not say.
+	epoch int64
+}
+
+// askMasterEpoch asks the sentinel on c for the address of master set name
+// and the config epoch of that view: SENTINEL MASTER, or
+// GET-MASTER-ADDR-BY-NAME (epoch -1) when the sentinel's user may not run
+// the first.
+func askMasterEpoch(c net.Conn, r *bufio.Reader, name string) (sentinelAnswer, error) {
+	v, err := roundTrip(c, r, "SENTINEL", "MASTER", name)
+	var re respError
+	if errors.As(err, &re) && !strings.Contains(string(re), "No such master") {
+		a, err := askMaster(c, r, name)
+		return sentinelAnswer{master: a, epoch: -1}, err
+	}
+	if err != nil {
+		return sentinelAnswer{}, err
+	}
+	arr, _ := v.([]any)
+	fields := make(map[string]string, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		k, _ := arr[i].(string)
+		v, _ := arr[i+1].(string)
+		fields[k] = v
+	}
+	if fields["ip"] == "" || fields["port"] == "" {
+		return sentinelAnswer{}, fmt.Errorf("no master named %q", name)
+	}
+	epoch, err := strconv.ParseInt(fields["config-epoch"], 10, 64)
+	if err != nil {
+		epoch = -1
+	}
+	return sentinelAnswer{master: net.JoinHostPort(fields["ip"], fields["port"]), epoch: epoch}, nil
+}
+
+// sentinelMaster asks the sentinel at addr for the master's address and
+// the config epoch of that view, authenticating with the sentinels'
+// credentials.
+func (s *Store) sentinelMaster(ctx context.Context, addr string, deadline time.Time) (sentinelAnswer, error) {
 	d := s.copt.Sentinel.Dialer
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	c, err := dialConn(dctx, addr, &d, s.copt.Sentinel.TLSConfig)
 	cancel()
 	if err != nil {
-		return "", err
+		return sentinelAnswer{}, err
 	}
 	defer c.Close()
 	c.SetDeadline(deadline)
 	r := bufio.NewReader(c)
 	if so := s.copt.Sentinel; so.Password != "" {
 		if err := auth(c, r, so.Username, so.Password); err != nil {
-			return "", fmt.Errorf("auth to sentinel %s: %w", addr, err)
+			return sentinelAnswer{}, fmt.Errorf("auth to sentinel %s: %w", addr, err)
 		}
 	}
-	return askMaster(c, r, s.copt.Sentinel.MasterSet)
+	return askMasterEpoch(c, r, s.copt.Sentinel.MasterSet)
 }
 
-// sentinelsName reports whether a sentinel names dst as the master: yes
-// as soon as one does (sentinels may disagree for a moment during a
-// failover, and rueidis dials the address one of them named); no when every
-// sentinel that answered names another, with one of those (other). When no
-// sentinel answers, it says yes.
+// askSentinels asks every configured sentinel for the master at once, and
+// returns the answers in the order of the configuration and the errors of
+// those that did not answer.
+func (s *Store) askSentinels(ctx context.Context, deadline time.Time) ([]sentinelAnswer, []error) {
+	addrs := s.copt.InitAddress
+	answers, errs := make([]sentinelAnswer, len(addrs)), make([]error, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Go(func() { answers[i], errs[i] = s.sentinelMaster(ctx, addr, deadline) })
+	}
+	wg.Wait()
+	var got []sentinelAnswer
+	var failed []error
+	for i := range addrs {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Errorf("sentinel %s: %w", addrs[i], errs[i]))
+			continue
+		}
+		got = append(got, answers[i])
+	}
+	return got, failed
+}
+
+// newest returns the answer of the sentinels' newest view of the master:
+// the highest config epoch, the first among equals. Sentinels disagree for a
+// moment after a failover (the others learn the new master from the one
+// that led it), and the config epoch orders their views: a lagging sentinel
+// still names the old master, with the old epoch. answers must not be
+// empty.
+func newest(answers []sentinelAnswer) sentinelAnswer {
+	best := answers[0]
+	for _, a := range answers[1:] {
+		if a.epoch > best.epoch {
+			best = a
+		}
+	}
+	return best
+}
+
+// sentinelsName reports whether the sentinels name dst as the master: the
+// newest view among those that answer names it; when no sentinel answers,
+// yes (an outage of the sentinels alone must not take Redis away). When no
+// sentinel gives its config epoch (their user may not run SENTINEL MASTER),
+// one that names dst is enough, as rueidis dials the address one of them
+// named. When not, other is the master they name.
 func (s *Store) sentinelsName(ctx context.Context, dst string, deadline time.Time) (named bool, other string) {
-	answered := false
-	for _, addr := range s.copt.InitAddress {
-		if time.Now().After(deadline) {
-			break
-		}
-		a, err := s.sentinelMaster(ctx, addr, deadline)
-		if err != nil {
-			continue
-		}
-		if a != dst {
-			answered, other = true, a
-			continue
-		}
+	answers, _ := s.askSentinels(ctx, deadline)
+	if len(answers) == 0 {
 		return true, ""
 	}
-	return !answered, other
+	best := newest(answers)
+	if best.epoch < 0 && slices.ContainsFunc(answers, func(a sentinelAnswer) bool { return a.master == dst }) {
+		return true, ""
+	}
+	if best.master == dst {
+		return true, ""
+	}
+	return false, best.master
 }
 
 // newClient builds a client: rueidis' own for Standalone and Cluster, and
@@ -353,29 +433,26 @@ func (s *Store) newClient() (rueidis.Client, error) {
 	return s.newDirect()
 }
 
-// newDirect asks the sentinels for the master and returns a client of that
-// server alone (its dials still checked by sentinelDial).
+// newDirect asks the sentinels for the master (their newest view) and
+// returns a client of that server alone (its dials still checked by
+// sentinelDial).
 func (s *Store) newDirect() (rueidis.Client, error) {
 	deadline := time.Now().Add(s.copt.Dialer.Timeout)
-	var errs []error
-	for _, a := range s.copt.InitAddress {
-		addr, err := s.sentinelMaster(context.Background(), a, deadline)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		opt := s.copt
-		opt.InitAddress = []string{addr}
-		opt.Sentinel = rueidis.SentinelOption{}
-		opt.ForceSingleClient = true
-		c, err := rueidis.NewClient(opt)
-		if err != nil {
-			return nil, err
-		}
-		s.watchOnce.Do(func() { s.wg.Go(s.watch) })
-		return &guarded{Client: c, s: s, addr: addr}, nil
+	answers, errs := s.askSentinels(context.Background(), deadline)
+	if len(answers) == 0 {
+		return nil, fmt.Errorf("ask the sentinels for master %q: %w", s.copt.Sentinel.MasterSet, errors.Join(errs...))
 	}
-	return nil, fmt.Errorf("ask the sentinels for master %q: %w", s.copt.Sentinel.MasterSet, errors.Join(errs...))
+	addr := newest(answers).master
+	opt := s.copt
+	opt.InitAddress = []string{addr}
+	opt.Sentinel = rueidis.SentinelOption{}
+	opt.ForceSingleClient = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, err
+	}
+	s.watchOnce.Do(func() { s.wg.Go(s.watch) })
+	return &guarded{Client: c, s: s, addr: addr}, nil
 }
 
 // watch re-asks the sentinels every sentinelRefresh while the store uses a
@@ -402,13 +479,8 @@ func (s *Store) watch() {
 			continue
 		}
 		deadline := time.Now().Add(s.copt.Dialer.Timeout)
-		for _, a := range s.copt.InitAddress {
-			if addr, err := s.sentinelMaster(context.Background(), a, deadline); err == nil {
-				if addr != g.addr {
-					s.reresolve(g)
-				}
-				break
-			}
+		if answers, _ := s.askSentinels(context.Background(), deadline); len(answers) > 0 && newest(answers).master != g.addr {
+			s.reresolve(g)
 		}
 	}
 }
