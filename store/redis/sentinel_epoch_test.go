@@ -12,17 +12,34 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// fakeSentinel answers SENTINEL MASTER (unless hideEpoch, when it refuses
-// it as a restricted ACL user would) and SENTINEL GET-MASTER-ADDR-BY-NAME
-// for master set "m" with master and epoch. It returns its address.
-func fakeSentinel(t *testing.T, master string, epoch int, hideEpoch bool) string {
+// sentinelView is what a fake sentinel says of master set "m": master is
+// its GET-MASTER-ADDR-BY-NAME answer; configured, epoch and failing its
+// SENTINEL MASTER ip:port, config-epoch and failover_in_progress flag
+// (configured empty: the same as master). hideEpoch refuses SENTINEL
+// MASTER, as for a restricted ACL user.
+type sentinelView struct {
+	master, configured string
+	epoch              int
+	failing, hideEpoch bool
+}
+
+// fakeSentinel serves v on a loopback port and returns its address.
+func fakeSentinel(t *testing.T, v sentinelView) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	host, port, _ := net.SplitHostPort(master)
+	if v.configured == "" {
+		v.configured = v.master
+	}
+	host, port, _ := net.SplitHostPort(v.master)
+	chost, cport, _ := net.SplitHostPort(v.configured)
+	flags := "master"
+	if v.failing {
+		flags = "master,failover_in_progress"
+	}
 	bulk := func(ss ...string) string {
 		b := fmt.Sprintf("*%d\r\n", len(ss))
 		for _, s := range ss {
@@ -40,21 +57,21 @@ func fakeSentinel(t *testing.T, master string, epoch int, hideEpoch bool) string
 				defer c.Close()
 				r := bufio.NewReader(c)
 				for {
-					v, err := readResp(r, 0)
+					req, err := readResp(r, 0)
 					if err != nil {
 						return
 					}
-					args, _ := v.([]any)
+					args, _ := req.([]any)
 					cmd := make([]string, len(args))
 					for i, a := range args {
 						cmd[i], _ = a.(string)
 					}
 					switch strings.ToUpper(strings.Join(cmd, " ")) {
 					case "SENTINEL MASTER M":
-						if hideEpoch {
+						if v.hideEpoch {
 							fmt.Fprint(c, "-NOPERM this user has no permissions to run the 'sentinel|master' command\r\n")
 						} else {
-							fmt.Fprint(c, bulk("name", "m", "ip", host, "port", port, "flags", "master", "config-epoch", fmt.Sprint(epoch)))
+							fmt.Fprint(c, bulk("name", "m", "ip", chost, "port", cport, "flags", flags, "config-epoch", fmt.Sprint(v.epoch)))
 						}
 					case "SENTINEL GET-MASTER-ADDR-BY-NAME M":
 						fmt.Fprint(c, bulk(host, port))
@@ -81,47 +98,59 @@ func closedAddr(t *testing.T) string {
 }
 
 // TestSentinelsNameNewestView: the master a dial is checked against is the
-// sentinels' newest view, the answer with the highest config epoch, even
-// when sentinels asked before it still name the old master, as the ones
-// that did not lead a failover do for a moment after it (row C3: the old
-// master may be back by then, calling itself master). With no epoch to go
-// by, any sentinel naming the address vouches for it; with no sentinel
-// answering, the address is accepted.
+// sentinels' newest view, even when sentinels asked before it still name
+// the old master, as the ones that did not lead a failover do for a moment
+// after it (row C3: the old master may be back by then, calling itself
+// master). A master a sentinel is failing over is refused, before and after
+// the promotion, while the leader's configuration still names it; the
+// promoted replica, which the leader then gives clients, is accepted. With
+// no configuration to go by, any sentinel naming the address vouches for it;
+// with no sentinel answering, the address is accepted.
 func TestSentinelsNameNewestView(t *testing.T) {
 	const oldMaster, newMaster, other = "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"
+	lagging := sentinelView{master: oldMaster, epoch: 4}
+	switched := sentinelView{master: newMaster, epoch: 5}
+	promoted := sentinelView{master: newMaster, configured: oldMaster, epoch: 4, failing: true}
+	failing := sentinelView{master: oldMaster, epoch: 4, failing: true}
+	hidden := func(v sentinelView) sentinelView { v.hideEpoch = true; return v }
 	for _, tt := range []struct {
-		name      string
-		sentinels []string
-		dst       string
-		named     bool
-		other     string
+		name  string
+		views []sentinelView
+		dst   string
+		named bool
+		other string
 	}{
-		{"lagging sentinels first: the new master", []string{
-			fakeSentinel(t, oldMaster, 4, false), fakeSentinel(t, newMaster, 5, false), fakeSentinel(t, oldMaster, 4, false),
-		}, newMaster, true, ""},
-		{"lagging sentinels first: the stale master is refused", []string{
-			fakeSentinel(t, oldMaster, 4, false), fakeSentinel(t, newMaster, 5, false), fakeSentinel(t, oldMaster, 4, false),
-		}, oldMaster, false, newMaster},
-		{"agreeing sentinels", []string{
-			fakeSentinel(t, newMaster, 5, false), fakeSentinel(t, newMaster, 5, false),
-		}, newMaster, true, ""},
-		{"one sentinel down, the other names another", []string{
-			closedAddr(t), fakeSentinel(t, newMaster, 5, false),
-		}, oldMaster, false, newMaster},
-		{"no sentinel answers", []string{closedAddr(t), closedAddr(t)}, oldMaster, true, ""},
-		{"epochs hidden: any sentinel naming it", []string{
-			fakeSentinel(t, oldMaster, 4, true), fakeSentinel(t, newMaster, 5, true),
-		}, oldMaster, true, ""},
-		{"epochs hidden: named by none", []string{
-			fakeSentinel(t, oldMaster, 4, true), fakeSentinel(t, newMaster, 5, true),
-		}, other, false, oldMaster},
+		{"switched, others lagging: the new master", []sentinelView{lagging, switched, lagging}, newMaster, true, ""},
+		{"switched, others lagging: the stale master is refused", []sentinelView{lagging, switched, lagging}, oldMaster, false, newMaster},
+		{"promoted, not yet switched: the stale master is refused", []sentinelView{lagging, promoted, lagging}, oldMaster, false, newMaster},
+		{"promoted, not yet switched: the promoted replica", []sentinelView{lagging, promoted, lagging}, newMaster, true, ""},
+		{"failing over, before the promotion: the old master is refused", []sentinelView{lagging, failing, lagging}, oldMaster, false, oldMaster},
+		{"agreeing sentinels", []sentinelView{switched, switched}, newMaster, true, ""},
+		{"configuration hidden: any sentinel naming it", []sentinelView{hidden(lagging), hidden(switched)}, oldMaster, true, ""},
+		{"configuration hidden: named by none", []sentinelView{hidden(lagging), hidden(switched)}, other, false, oldMaster},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Store{copt: rueidis.ClientOption{InitAddress: tt.sentinels, Sentinel: rueidis.SentinelOption{MasterSet: "m"}}}
-			named, other := s.sentinelsName(context.Background(), tt.dst, time.Now().Add(5*time.Second))
-			if named != tt.named || other != tt.other {
-				t.Errorf("sentinelsName(%s) = %v, %q; want %v, %q", tt.dst, named, other, tt.named, tt.other)
+			var addrs []string
+			for _, v := range tt.views {
+				addrs = append(addrs, fakeSentinel(t, v))
 			}
+			checkNamed(t, addrs, tt.dst, tt.named, tt.other)
 		})
+	}
+	t.Run("one sentinel down, the other names another", func(t *testing.T) {
+		checkNamed(t, []string{closedAddr(t), fakeSentinel(t, switched)}, oldMaster, false, newMaster)
+	})
+	t.Run("no sentinel answers", func(t *testing.T) {
+		checkNamed(t, []string{closedAddr(t), closedAddr(t)}, oldMaster, true, "")
+	})
+}
+
+// checkNamed checks sentinelsName(dst) against the sentinels at addrs.
+func checkNamed(t *testing.T, addrs []string, dst string, named bool, other string) {
+	t.Helper()
+	s := &Store{copt: rueidis.ClientOption{InitAddress: addrs, Sentinel: rueidis.SentinelOption{MasterSet: "m"}}}
+	gotNamed, gotOther := s.sentinelsName(context.Background(), dst, time.Now().Add(5*time.Second))
+	if gotNamed != named || gotOther != other {
+		t.Errorf("sentinelsName(%s) = %v, %q; want %v, %q", dst, gotNamed, gotOther, named, other)
 	}
 }

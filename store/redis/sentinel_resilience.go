@@ -16,9 +16,10 @@ package redis
 //   - checks every connection it dials (sentinelDial): ROLE must say master
 //     (or sentinel, for the connections to the sentinels), and the sentinels
 //     must name this address as the master: the sentinels are asked at
-//     once, and the answer with the highest config epoch, their newest view,
-//     decides (right after a failover the sentinels that did not lead it
-//     still name the old master, which may be back as a stale one). When no
+//     once; a master one of them is failing over is refused, and otherwise
+//     the answer with the highest config epoch, their newest view, decides
+//     (right after a failover the sentinels that did not lead it still name
+//     the old master, which may be back as a stale one). When no
 //     sentinel answers, the master is accepted: an outage of the sentinels
 //     alone must not take Redis away. A refused dial fails the call as a
 //     "connection" error, and rueidis asks the next sentinel;
@@ -296,22 +297,40 @@ func askMaster(c net.Conn, r *bufio.Reader, name string) (string, error) {
 
 // sentinelAnswer is one sentinel's view of the master.
 type sentinelAnswer struct {
-	master string // host:port
-	// epoch is the config epoch of that view (SENTINEL MASTER's
-	// config-epoch), -1 when the sentinel would not say.
-	epoch int64
+	// master is the address the sentinel gives clients for the master
+	// (GET-MASTER-ADDR-BY-NAME): during a failover that has promoted a
+	// replica, the promoted one's, before the sentinel's configuration
+	// switches to it at the failover's end.
+	master string
+	// configured is the master of the sentinel's configuration (SENTINEL
+	// MASTER's ip and port), epoch that configuration's config epoch, and
+	// failing whether the sentinel is failing that master over
+	// (failover_in_progress). epoch is -1 and configured empty when the
+	// sentinel's user may not run SENTINEL MASTER.
+	configured string
+	epoch      int64
+	failing    bool
 }
 
-// askMasterEpoch asks the sentinel on c for the address of master set name
-// and the config epoch of that view: SENTINEL MASTER, or
-// GET-MASTER-ADDR-BY-NAME (epoch -1) when the sentinel's user may not run
-// the first.
+// newer reports whether a is a newer view than b: a higher config epoch,
+// or the same one in a failover, which is about to move past it.
+func (a sentinelAnswer) newer(b sentinelAnswer) bool {
+	return a.epoch > b.epoch || a.epoch == b.epoch && a.failing && !b.failing
+}
+
+// askMasterEpoch asks the sentinel on c about master set name:
+// GET-MASTER-ADDR-BY-NAME, and SENTINEL MASTER for its configuration, which
+// a restricted sentinel user may not run (then epoch is -1).
 func askMasterEpoch(c net.Conn, r *bufio.Reader, name string) (sentinelAnswer, error) {
+	master, err := askMaster(c, r, name)
+	if err != nil {
+		return sentinelAnswer{}, err
+	}
+	a := sentinelAnswer{master: master, epoch: -1}
 	v, err := roundTrip(c, r, "SENTINEL", "MASTER", name)
 	var re respError
-	if errors.As(err, &re) && !strings.Contains(string(re), "No such master") {
-		a, err := askMaster(c, r, name)
-		return sentinelAnswer{master: a, epoch: -1}, err
+	if errors.As(err, &re) {
+		return a, nil
 	}
 	if err != nil {
 		return sentinelAnswer{}, err
@@ -323,19 +342,17 @@ func askMasterEpoch(c net.Conn, r *bufio.Reader, name string) (sentinelAnswer, e
 		v, _ := arr[i+1].(string)
 		fields[k] = v
 	}
-	if fields["ip"] == "" || fields["port"] == "" {
-		return sentinelAnswer{}, fmt.Errorf("no master named %q", name)
-	}
 	epoch, err := strconv.ParseInt(fields["config-epoch"], 10, 64)
-	if err != nil {
-		epoch = -1
+	if err != nil || fields["ip"] == "" || fields["port"] == "" {
+		return a, nil
 	}
-	return sentinelAnswer{master: net.JoinHostPort(fields["ip"], fields["port"]), epoch: epoch}, nil
+	a.configured, a.epoch = net.JoinHostPort(fields["ip"], fields["port"]), epoch
+	a.failing = slices.Contains(strings.Split(fields["flags"], ","), "failover_in_progress")
+	return a, nil
 }
 
-// sentinelMaster asks the sentinel at addr for the master's address and
-// the config epoch of that view, authenticating with the sentinels'
-// credentials.
+// sentinelMaster asks the sentinel at addr about the master
+// (askMasterEpoch), authenticating with the sentinels' credentials.
 func (s *Store) sentinelMaster(ctx context.Context, addr string, deadline time.Time) (sentinelAnswer, error) {
 	d := s.copt.Sentinel.Dialer
 	dctx, cancel := context.WithDeadline(ctx, deadline)
@@ -378,34 +395,44 @@ func (s *Store) askSentinels(ctx context.Context, deadline time.Time) ([]sentine
 	return got, failed
 }
 
-// newest returns the answer of the sentinels' newest view of the master:
-// the highest config epoch, the first among equals. Sentinels disagree for a
-// moment after a failover (the others learn the new master from the one
-// that led it), and the config epoch orders their views: a lagging sentinel
-// still names the old master, with the old epoch. answers must not be
-// empty.
+// newest returns the answer of the sentinels' newest view of the master
+// (sentinelAnswer.newer), the first among equals. Sentinels disagree for a
+// moment after a failover: the others learn the new master from the one
+// that led it, and until then name the old one under the old config
+// epoch. answers must not be empty.
 func newest(answers []sentinelAnswer) sentinelAnswer {
 	best := answers[0]
 	for _, a := range answers[1:] {
-		if a.epoch > best.epoch {
+		if a.newer(best) {
 			best = a
 		}
 	}
 	return best
 }
 
-// sentinelsName reports whether the sentinels name dst as the master: the
-// newest view among those that answer names it; when no sentinel answers,
-// yes (an outage of the sentinels alone must not take Redis away). When no
-// sentinel gives its config epoch (their user may not run SENTINEL MASTER),
-// one that names dst is enough, as rueidis dials the address one of them
-// named. When not, other is the master they name.
+// sentinelsName reports whether the sentinels name dst as the master:
+//
+//   - no, when a sentinel is failing over the master dst is (it is down, or
+//     about to be replaced: a stale master back from a crash is one);
+//   - else the newest view among those that answer decides;
+//   - when no sentinel gives its configuration (their user may not run
+//     SENTINEL MASTER), one that names dst is enough, as rueidis dials the
+//     address one of them named;
+//   - when no sentinel answers, yes: an outage of the sentinels alone must
+//     not take Redis away.
+//
+// When not, other is the master they name.
 func (s *Store) sentinelsName(ctx context.Context, dst string, deadline time.Time) (named bool, other string) {
 	answers, _ := s.askSentinels(ctx, deadline)
 	if len(answers) == 0 {
 		return true, ""
 	}
 	best := newest(answers)
+	for _, a := range answers {
+		if a.failing && a.configured == dst {
+			return false, a.master
+		}
+	}
 	if best.epoch < 0 && slices.ContainsFunc(answers, func(a sentinelAnswer) bool { return a.master == dst }) {
 		return true, ""
 	}
