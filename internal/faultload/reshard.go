@@ -41,8 +41,13 @@ func reshard(_ context.Context, e *Env) error {
 		if err != nil {
 			return err
 		}
+		nodes, err := dialNodes(cl)
+		if err != nil {
+			return err
+		}
+		defer nodes.close()
 		for s := first; s < first+1000; s++ {
-			n, err := migrateSlot(cl, src, dst, s, srcID.(string), dstID.(string))
+			n, err := nodes.migrateSlot(ctx, cl, src, dst, s, srcID.(string), dstID.(string))
 			if err != nil {
 				return fmt.Errorf("slot %d: %w", s, err)
 			}
@@ -96,18 +101,50 @@ func accountingSlot(cl *redistest.Cluster) (int64, error) {
 	return 0, errors.New("accounting key not found on any master")
 }
 
+// nodeClients holds one connection to each master for the resharding: a
+// thousand slots take six commands each, and a connection of its own per
+// command (Server.Do) made the move outlast the run on a loaded machine.
+type nodeClients map[*redistest.Server]*redistest.Conn
+
+// dialNodes connects to every master of cl.
+func dialNodes(cl *redistest.Cluster) (nodeClients, error) {
+	nc := nodeClients{}
+	for _, m := range cl.Masters {
+		c, err := m.Dial()
+		if err != nil {
+			nc.close()
+			return nil, fmt.Errorf("connect to %s: %w", m.Addr(), err)
+		}
+		nc[m] = c
+	}
+	return nc, nil
+}
+
+func (nc nodeClients) close() {
+	for _, c := range nc {
+		c.Close()
+	}
+}
+
+// do sends args to s and returns the reply.
+func (nc nodeClients) do(ctx context.Context, s *redistest.Server, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return nc[s].DoContext(ctx, args...)
+}
+
 // migrateSlot moves one slot from src to dst and returns how many keys it
 // moved.
-func migrateSlot(cl *redistest.Cluster, src, dst *redistest.Server, slot int, srcID, dstID string) (int, error) {
-	if _, err := dst.Do("CLUSTER", "SETSLOT", slot, "IMPORTING", srcID); err != nil {
+func (nc nodeClients) migrateSlot(ctx context.Context, cl *redistest.Cluster, src, dst *redistest.Server, slot int, srcID, dstID string) (int, error) {
+	if _, err := nc.do(ctx, dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID); err != nil {
 		return 0, err
 	}
-	if _, err := src.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", dstID); err != nil {
+	if _, err := nc.do(ctx, src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID); err != nil {
 		return 0, err
 	}
 	n := 0
 	for {
-		v, err := src.Do("CLUSTER", "GETKEYSINSLOT", slot, 100)
+		v, err := nc.do(ctx, src, "CLUSTER", "GETKEYSINSLOT", slot, 100)
 		if err != nil {
 			return n, err
 		}
@@ -117,14 +154,21 @@ func migrateSlot(cl *redistest.Cluster, src, dst *redistest.Server, slot int, sr
 		}
 		args := []any{"MIGRATE", "127.0.0.1", dst.Port(), "", 0, 5000, "REPLACE", "KEYS"}
 		args = append(args, ks...)
-		if _, err := src.Do(args...); err != nil {
+		if _, err := nc.do(ctx, src, args...); err != nil {
 			return n, err
 		}
 		n += len(ks)
 	}
-	// The new owner first, then the old one, then the rest (as redis-cli).
-	for _, s := range append([]*redistest.Server{dst, src}, cl.Masters...) {
-		if _, err := s.Do("CLUSTER", "SETSLOT", slot, "NODE", dstID); err != nil {
+	// The new owner first, then the old one, then the rest (as redis-cli),
+	// each once.
+	order := []*redistest.Server{dst, src}
+	for _, m := range cl.Masters {
+		if m != dst && m != src {
+			order = append(order, m)
+		}
+	}
+	for _, s := range order {
+		if _, err := nc.do(ctx, s, "CLUSTER", "SETSLOT", slot, "NODE", dstID); err != nil {
 			return n, err
 		}
 	}
