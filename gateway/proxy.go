@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -155,12 +156,13 @@ var (
 	keyXRealIP         = []byte("X-Real-Ip")
 )
 
-// replacedPresent returns a bit set of the replacedHeaders that h holds
-// (bit i for replacedHeaders[i]), compared case-insensitively.
-func replacedPresent(h *fasthttp.RequestHeader) uint32 {
+// presentIn returns a bit set of the names that the header keys hold (bit i
+// for names[i]), compared case-insensitively: one pass over the headers
+// instead of a Peek, which normalises and scans, per name.
+func presentIn(keys iter.Seq2[[]byte, []byte], names []string) uint32 {
 	var present uint32
-	for k := range h.All() {
-		for i, name := range replacedHeaders {
+	for k := range keys {
+		for i, name := range names {
 			if len(k) == len(name) && strings.EqualFold(string(k), name) {
 				present |= 1 << i
 				break
@@ -193,7 +195,7 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 	// one pass finds those present, and only they are read and deleted
 	// (each Peek and Del normalises its name and scans every header).
 	// Everything kept of them is read before any is deleted.
-	present := replacedPresent(oh)
+	present := presentIn(oh.All(), replacedHeaders)
 	// The client's X-Forwarded-For gets the peer appended (even when
 	// Connection named it); its X-Forwarded-Host and -Proto are replaced.
 	xff := r.buf[:0]
@@ -612,26 +614,11 @@ func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, ub *upstreamBody, res *h
 	w.SetBodyStream(ub, size)
 }
 
-// responseHopPresent returns a bit set of the hopHeaders that h holds (bit
-// i for hopHeaders[i]), compared case-insensitively.
-func responseHopPresent(h *fasthttp.ResponseHeader) uint32 {
-	var present uint32
-	for k := range h.All() {
-		for i, name := range hopHeaders {
-			if len(k) == len(name) && strings.EqualFold(string(k), name) {
-				present |= 1 << i
-				break
-			}
-		}
-	}
-	return present
-}
-
 // dropResponseHops deletes from h, an upstream's response headers, the
 // hop-by-hop ones and those its Connection header names, and clears the
 // upstream's Connection: close, which is not the client's connection's.
 func dropResponseHops(h *fasthttp.ResponseHeader) {
-	present := responseHopPresent(h)
+	present := presentIn(h.All(), hopHeaders)
 	if present&(1<<hopConnection) != 0 {
 		var listed [8]string
 		for _, name := range connectionListed(listed[:0], h.PeekAll("Connection")) {
