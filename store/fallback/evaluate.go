@@ -65,7 +65,7 @@ func (s *Store) evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if s.debts != nil && s.debts.owes(reqs) {
 		return s.evaluateOwing(ctx, done, reqs, out, hook)
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	pctx, cancel := s.evaluateCtx(ctx)
 	start := monoNow()
 	admitted, err := s.primary.Evaluate(pctx, reqs, out)
 	cancel()
@@ -121,7 +121,7 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 	sc := s.getScratch(len(reqs))
 	defer s.putScratch(sc)
 	copy(sc.out, out[:len(reqs)])
-	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	pctx, cancel := s.evaluateCtx(ctx)
 	start := monoNow()
 	admitted, err = s.primary.Evaluate(pctx, reqs, out)
 	cancel()

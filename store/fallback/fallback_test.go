@@ -618,3 +618,53 @@ func TestAddSaturating(t *testing.T) {
 		t.Errorf("addSaturating(now, 2^53µs) = %d, want MaxInt64", got)
 	}
 }
+
+// boundedFake is a primary that says it bounds its own calls by bound, and
+// records whether each Evaluate's context had a deadline.
+type boundedFake struct {
+	*fakeStore
+	bound     time.Duration
+	deadlines []bool
+}
+
+func (b *boundedFake) Timeout() time.Duration { return b.bound }
+
+func (b *boundedFake) Evaluate(ctx context.Context, reqs []ratelimit.Request, out []ratelimit.Decision) (bool, error) {
+	_, ok := ctx.Deadline()
+	b.deadlines = append(b.deadlines, ok)
+	return b.fakeStore.Evaluate(ctx, reqs, out)
+}
+
+// TestSelfBoundedPrimary checks that Evaluate adds no deadline of its own
+// for a primary whose own bound is within Timeout, and adds one for any
+// other primary, including one that bounds its calls by longer.
+func TestSelfBoundedPrimary(t *testing.T) {
+	for _, tc := range []struct {
+		bound        time.Duration
+		wantDeadline bool
+	}{
+		{bound: 50 * time.Millisecond, wantDeadline: false},
+		{bound: 20 * time.Millisecond, wantDeadline: false},
+		{bound: 51 * time.Millisecond, wantDeadline: true},
+		{bound: 0, wantDeadline: true},
+	} {
+		t.Run(tc.bound.String(), func(t *testing.T) {
+			p := &boundedFake{fakeStore: newFake(t, nil), bound: tc.bound}
+			s, err := New(Options{Primary: p, Local: newMemory(t, nil), Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out [1]ratelimit.Decision
+			for range 2 {
+				if ok, err := s.Evaluate(context.Background(), []ratelimit.Request{{Key: "k", Policy: bucket}}, out[:]); err != nil || !ok {
+					t.Fatalf("Evaluate = %v, %v; want an admission", ok, err)
+				}
+			}
+			for i, got := range p.deadlines {
+				if got != tc.wantDeadline {
+					t.Errorf("call %d: the primary's context has a deadline: %v, want %v", i, got, tc.wantDeadline)
+				}
+			}
+		})
+	}
+}

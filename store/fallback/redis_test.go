@@ -62,12 +62,17 @@ func newRedisEnv(t *testing.T, timeout time.Duration) *redisEnv {
 	if e.s, err = New(o); err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	if !e.s.bounded {
+		t.Fatal("the Redis store bounds its own calls, but the fallback store adds a deadline of its own")
+	}
 	return e
 }
 
-// counting counts the Evaluate calls that reach a store.
+// counting counts the Evaluate calls that reach a store. It passes on the
+// Redis store's Timeout, as the gateway hands that store to New itself: the
+// resilience tests check the bounds of the production path.
 type counting struct {
-	ratelimit.Store
+	*redis.Store
 	n atomic.Int64
 }
 

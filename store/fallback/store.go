@@ -56,7 +56,11 @@ type Options struct {
 	// Mode is what decides while the primary is unavailable; empty means Local.
 	Mode Mode
 	// Timeout bounds each call to the primary; zero means 50ms. The primary
-	// must return once its context is done.
+	// must return once its context is done. A primary that bounds each of
+	// its own calls (a method Timeout() time.Duration giving a positive
+	// bound no longer than this one, as the Redis store has) is trusted to:
+	// its Evaluate gets the caller's context as it is, which spares a timer
+	// per decision.
 	Timeout time.Duration
 	// OpenTimeout is how long the breaker stays open before it lets one probe
 	// through: 1ns..1s; zero means 500ms.
@@ -120,6 +124,7 @@ type Store struct {
 	local     ratelimit.Store // nil unless mode == Local
 	mode      Mode
 	timeout   time.Duration
+	bounded   bool // the primary bounds its own calls within timeout
 	classify  func(error) (string, bool)
 	ping      func(context.Context) error
 	onError   func(context.Context, string)
@@ -141,6 +146,21 @@ type Store struct {
 }
 
 var _ ratelimit.Store = (*Store)(nil)
+
+// selfBounded is a primary that bounds each of its calls by Timeout (see
+// Options.Timeout).
+type selfBounded interface{ Timeout() time.Duration }
+
+// evaluateCtx returns the context for a primary Evaluate: ctx bounded by
+// the Store's timeout, unless the primary bounds its calls itself.
+func (s *Store) evaluateCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.bounded {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+func noCancel() {}
 
 // errExcluded is handed to the breaker for outcomes that say nothing about
 // the store's health: the caller's cancellation, an error Classify does not
@@ -170,6 +190,10 @@ func New(opts Options) (*Store, error) {
 	}
 	if s.classify == nil {
 		s.classify = defaultClassify
+	}
+	if b, ok := opts.Primary.(selfBounded); ok {
+		d := b.Timeout()
+		s.bounded = d > 0 && d <= s.timeout
 	}
 	s.eng = newEngagement(cmp.Or(opts.Hold, DefaultHold), s.active.Load, opts.OnEngagedChange)
 	if s.mode == Local && opts.Local != nil {

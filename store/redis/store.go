@@ -398,6 +398,11 @@ func (s *Store) checkEviction(c rueidis.Client) {
 	}
 }
 
+// Timeout returns the bound of each Evaluate, Peek and Reset call
+// (Options.Timeout, or its default): a caller such as the fallback store
+// need not add one of its own.
+func (s *Store) Timeout() time.Duration { return s.timeout }
+
 // Close releases the client (unless it came from NewFromClient), after the
 // calls in flight finish. Every later call returns [ErrClosed].
 func (s *Store) Close() error {
