@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -558,5 +559,108 @@ func TestBatchArgsForms(t *testing.T) {
 	_, args = build(mk(ratelimit.Request{Key: "a", Policy: tb}), mk(ratelimit.Request{Key: "a", Policy: tb}))
 	if args[0] != modeBatch {
 		t.Errorf("a repeated key: mode %q, want %q", args[0], modeBatch)
+	}
+}
+
+// TestBatchWritesOnce: in a batch whose requests share keys (mode 'b'), each
+// key is read once and written once, and is left with the value and the
+// TTL that the same requests decided one by one leave: the last write's.
+// The token bucket earns a token every 10 s, so each consumption moves its
+// reset, and with it the TTL, by 10 s.
+func TestBatchWritesOnce(t *testing.T) {
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	clock := kit.NewManualClock(time.Unix(1_764_000_000, 0))
+	alone := mustNew(t, Options{Addrs: []string{srv.Addr()}, Clock: clock})
+	setBatching(alone, 0, false)
+	batched := mustNew(t, Options{Addrs: []string{srv.Addr()}, Clock: clock})
+	user := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "user", Algorithm: ratelimit.TokenBucket, Capacity: 20, Rate: 0.1})
+	global := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "global", Algorithm: ratelimit.FixedWindow, Limit: 100, Window: time.Minute})
+	gc := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "gc", Algorithm: ratelimit.GCRA, Burst: 20, Rate: 0.1})
+	var reqs [][]ratelimit.Request
+	for i := range 12 {
+		u := fmt.Sprint("u", i%3)
+		if i%4 == 3 {
+			reqs = append(reqs, []ratelimit.Request{{Key: u, Policy: gc}}) // the one-ARGV form
+			continue
+		}
+		reqs = append(reqs, []ratelimit.Request{{Key: u, Policy: user}, {Key: "all", Policy: global}})
+	}
+	for i, r := range reqs {
+		if ok, _ := evaluate(t, alone, r...); !ok {
+			t.Fatalf("request %d denied one by one", i)
+		}
+	}
+	sets, gets := cmdCalls(t, srv, "set"), cmdCalls(t, srv, "get")
+	for i, r := range runBatch(t, batched, reqs) {
+		if r.err != nil || !r.ok {
+			t.Fatalf("request %d in the batch: %v %v", i, r.ok, r.err)
+		}
+	}
+	// u0, u1, u2 under user and under gc, and all under global.
+	const keys = 7
+	if n := cmdCalls(t, srv, "set") - sets; n != keys {
+		t.Errorf("the batch wrote %d times, want %d (once per key)", n, keys)
+	}
+	if n := cmdCalls(t, srv, "get") - gets; n != keys {
+		t.Errorf("the batch read %d times, want %d (once per key)", n, keys)
+	}
+	seen := map[string]bool{}
+	for _, r := range slices.Concat(reqs...) {
+		ka := appendKeys(nil, alone.prefix, tag(r.Key), specOf(r.Policy))[0]
+		kb := appendKeys(nil, batched.prefix, tag(r.Key), specOf(r.Policy))[0]
+		if seen[ka] {
+			continue
+		}
+		seen[ka] = true
+		va, err := srv.Do("GET", ka)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vb, err := srv.Do("GET", kb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if va != vb {
+			t.Errorf("%s on %s: batched state %q, one by one %q", r.Policy.Name(), r.Key, vb, va)
+		}
+		ta, err := srv.Do("PTTL", ka)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := srv.Do("PTTL", kb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := strconv.ParseInt(fmt.Sprint(ta), 10, 64)
+		b, _ := strconv.ParseInt(fmt.Sprint(tb), 10, 64)
+		if d := a - b; d < -5000 || d > 5000 {
+			t.Errorf("%s on %s: batched TTL %d ms, one by one %d ms: want the last write's", r.Policy.Name(), r.Key, b, a)
+		}
+	}
+}
+
+// TestBatchWritesRefused: when Redis refuses a batch's writes (over
+// maxmemory), every request of a batch with shared keys (mode 'b') gets
+// ErrUnavailable, and no key is written.
+func TestBatchWritesRefused(t *testing.T) {
+	srv := redistest.NewServer(t, redistest.ServerOptions{})
+	s := mustNew(t, Options{Addrs: []string{srv.Addr()}})
+	evaluate(t, s, ratelimit.Request{Key: "warm-up", Policy: tbPolicy})
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := [][]ratelimit.Request{{{Key: "a", Policy: tbPolicy}}, {{Key: "a", Policy: tbPolicy}}, {{Key: "b", Policy: tbPolicy}}}
+	for i, r := range runBatch(t, s, reqs) {
+		if !errors.Is(r.err, ErrUnavailable) || ErrorKind(r.err) != "other" {
+			t.Errorf("request %d over maxmemory: %v (kind %q), want ErrUnavailable", i, r.err, ErrorKind(r.err))
+		}
+	}
+	if _, err := srv.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if got := peek(t, s, ratelimit.Request{Key: k, Policy: tbPolicy}); got[0].Remaining != 10 {
+			t.Errorf("%s after the refused batch: %d remaining, want 10 (nothing written)", k, got[0].Remaining)
+		}
 	}
 }

@@ -32,7 +32,12 @@
 // in police mode, and answered with one integer when admitted with nothing
 // held back; a batch decides such requests the same way, reads every key
 // with one MGET when no key repeats in it, and takes them as one argument
-// each. Numeric policy arguments travel in hexadecimal (strtoul). The other algorithm files wrap their
+// each. A request of two limits of those algorithms on two keys (a
+// per-client limit and a global one, the gateway's common request) is
+// decided by main.lua's decide2, with step1 and no tables. A batch in
+// which keys repeat reads each key once and writes it once, at the end,
+// with the value and TTL its last request left. Numeric policy arguments
+// travel in hexadecimal (strtoul). The other algorithm files wrap their
 // functions in one constructor that main.lua calls only for the algorithms
 // the general path uses.
 //
@@ -110,7 +115,10 @@
 //     of its own. If deciding one request raises an error inside the script
 //     (a key holding another program's value, OOM on its write), that
 //     request alone gets it; what it wrote before the error stays, and the
-//     other requests are decided as usual.
+//     other requests are decided as usual. A batch in which keys repeat
+//     makes its writes at the end: if Redis refuses them (over maxmemory, a
+//     replica: a server that refuses a script's first write refuses all),
+//     every request in it gets that error.
 //   - Timeouts: a caller waits no longer than its own context and the
 //     Timeout counted from when its batch was opened (never longer than a
 //     call of its own), and may then have been counted or not, as with a

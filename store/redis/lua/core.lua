@@ -222,10 +222,20 @@ end
 
 -- load1 returns the state of the algorithm with code in key: set (false
 -- when the key holds none), n, prev, t. v, when not nil, is the key's value
--- already read (false for none).
-local function load1(code, key, v)
+-- already read (false for none). wb, when not nil, is a batch's write-back
+-- table (main.lua's mode 'b'): the key's value is read from it, or read
+-- from Redis once and kept there.
+local function load1(code, key, v, wb)
   if v == nil then
-    v = redis.call('GET', key)
+    if wb then
+      v = wb.v[key]
+      if v == nil then
+        v = redis.call('GET', key)
+        wb.v[key] = v
+      end
+    else
+      v = redis.call('GET', key)
+    end
   end
   if not v then
     return false, 0, 0, 0
@@ -246,8 +256,11 @@ end
 -- save1 stores the state (n, prev, t) of the algorithm with code in key
 -- with a TTL of ttl_ms, or keeping the key's TTL when ttl_ms is nil
 -- (refunds only make a state reach its reset sooner, so the TTL still
--- covers it).
-local function save1(code, key, n, prev, t, ttl_ms)
+-- covers it). With a write-back table wb (see load1; ttl_ms is then set)
+-- the value and its TTL are kept there instead, and flush writes the
+-- key's last value once, with its last TTL: what the SETs one after the
+-- other would have left.
+local function save1(code, key, n, prev, t, ttl_ms, wb)
   local v
   if code == '6' then
     v = string.format('%d', t)
@@ -258,11 +271,30 @@ local function save1(code, key, n, prev, t, ttl_ms)
   else
     v = string.format('%d:%d', n, t)
   end
-  if ttl_ms then
+  if wb then
+    if wb.ttl[key] == nil then
+      wb.order[#wb.order + 1] = key
+    end
+    wb.v[key], wb.ttl[key] = v, ttl_ms
+  elseif ttl_ms then
     redis.call('SET', key, v, 'PX', string.format('%d', ttl_ms))
   else
     redis.call('SET', key, v, 'KEEPTTL')
   end
+end
+
+-- flush writes the keys a write-back table holds (see save1), in the order
+-- they were first saved. It returns nil, or the error reply of the first
+-- write Redis refused: a server that refuses a script's first write (over
+-- maxmemory, a replica, a failed save) refuses all of them.
+local function flush(wb)
+  for _, key in ipairs(wb.order) do
+    local r = redis.pcall('SET', key, wb.v[key], 'PX', string.format('%d', wb.ttl[key]))
+    if type(r) == 'table' and r.err then
+      return r
+    end
+  end
+  return nil
 end
 
 -- decide1 decides and commits one limit alone (the request's only one, so
@@ -276,9 +308,10 @@ end
 -- nothing held back (retry, delay and next 0), the one integer
 -- -1 - (remaining·2^33 + reset), which is exact in a double while
 -- remaining < 2^20 and reset < 2^33 µs (about 2.4 hours), and negative,
--- unlike every other first value of a reply; else nil.
-local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
-  local set, sn, sprev, st = load1(code, key, v)
+-- unlike every other first value of a reply; else nil. wb is as for load1
+-- and save1.
+local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v, wb)
+  local set, sn, sprev, st = load1(code, key, v, wb)
   local allowed, an, aprev, at, remaining, reset, retry, delay =
     step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
   local nxt = 0
@@ -296,7 +329,7 @@ local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v)
   if not allowed then
     return false, remaining, reset, retry, delay, nxt, nil
   end
-  save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms)
+  save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms, wb)
   if delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576 and reset >= 0 and reset < 8589934592 then
     return true, remaining, reset, retry, delay, nxt, -1 - (remaining * 8589934592 + reset)
   end

@@ -45,7 +45,9 @@
 -- negative integer, unlike an overall); or, if
 -- deciding that request raised an error, one error reply in their place
 -- (what that request wrote before the error stays, as it would in mode 'e';
--- the requests before and after it are decided as usual).
+-- the requests before and after it are decided as usual). Mode 'b' makes
+-- its writes at the end, once per key (wb below); if Redis refuses them,
+-- the call's reply is that error alone.
 
 -- algorithm returns the entry of an algorithm code, building it on first use.
 local DEFINE = {token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_window, gcra, concurrency, scg_token_bucket}
@@ -61,6 +63,16 @@ end
 
 local mode = ARGV[1]
 local now, extra_ttl_ms = clock(ARGV[2])
+
+-- wb is mode 'b''s write-back table (core.lua's load1, save1 and flush):
+-- a key several requests of the batch decide on (a global limit's, say) is
+-- read once and written once, with the value and TTL the last of them left.
+-- Its fields: v, each key's value by key (false for none); ttl, each saved
+-- key's TTL in ms; order, the saved keys in the order of their first save.
+local wb = nil
+if mode == 'b' then
+  wb = {v = {}, ttl = {}, order = {}}
+end
 
 -- step mirrors kit.StepAt: the algorithm's step, then
 -- d.next, with nothing left (remaining 0) the retry of a request of cost 1
@@ -124,6 +136,76 @@ if mode == 'b' or mode == 'B' then
   stride = 2
 end
 
+-- next1 is step's d.next for a limit step1 decides (code, parameters p):
+-- with nothing left, the retry of a request of cost 1 against the state
+-- after the step, which for a denied request of cost 1 is its own retry.
+-- The state is the one stepped from, or, when admitted, the one admitted
+-- into (an, aprev, at).
+local function next1(code, p, cost, allowed, set, sn, sprev, st, an, aprev, at, remaining, retry)
+  if remaining > 0 then
+    return 0
+  end
+  if not allowed and cost == 1 then
+    return retry
+  end
+  if allowed then
+    set, sn, sprev, st = true, an, aprev, at
+  end
+  local _, _, _, _, _, _, r = step1(code, p.max, p.per, p.shape, p.max_delay, set, sn, sprev, st, now, 1)
+  return r
+end
+
+-- limit2 appends to out the w values of one of decide2's limits (decide's
+-- order), saving its state first when the request commits. The limit
+-- stepped from (set, sn, sprev, st) to (an, aprev, at), admitting or not.
+local function limit2(code, p, cost, key, set, sn, sprev, st, allowed, an, aprev, at, remaining, reset, retry, delay, commit, w, out)
+  local o = #out
+  local consumed, extra = 0, 0
+  local nxt
+  if allowed and commit then
+    save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ttl_ms, wb)
+    consumed, extra = 1, at
+    nxt = next1(code, p, cost, true, set, sn, sprev, st, an, aprev, at, remaining, retry)
+  elseif allowed then
+    -- view: the step for a cost no state admits, from the state as it is
+    local _, _, _, _, vrem, vreset, vretry = step1(code, p.max, p.per, p.shape, p.max_delay, set, sn, sprev, st, now, 2 * p.max)
+    remaining, reset = vrem, vreset
+    nxt = next1(code, p, 2 * p.max, false, set, sn, sprev, st, 0, 0, 0, vrem, vretry)
+  else
+    nxt = next1(code, p, cost, false, set, sn, sprev, st, 0, 0, 0, remaining, retry)
+  end
+  out[o + 1] = allowed and 1 or 0
+  out[o + 2] = remaining
+  out[o + 3] = reset
+  out[o + 4] = retry
+  out[o + 5] = delay
+  out[o + 6] = nxt
+  if w == 10 then
+    out[o + 7] = consumed
+    out[o + 8] = extra
+    out[o + 9] = 0
+    out[o + 10] = 0
+  end
+end
+
+-- decide2 is decide in mode 'e' (or a batch's) for a request of two limits
+-- that step1 decides, on two different keys: the same steps and answers
+-- without decide's tables, the common request of a gateway (a per-client
+-- limit and a global one). It returns the request's overall (1/0).
+local function decide2(alg1, p1, cost1, shadow1, key1, alg2, p2, cost2, shadow2, key2, w, out)
+  local c1, c2 = alg1.code, alg2.code
+  local set1, sn1, sprev1, st1 = load1(c1, key1, nil, wb)
+  local ok1, an1, aprev1, at1, rem1, reset1, retry1, delay1 =
+    step1(c1, p1.max, p1.per, p1.shape, p1.max_delay, set1, sn1, sprev1, st1, now, cost1)
+  local set2, sn2, sprev2, st2 = load1(c2, key2, nil, wb)
+  local ok2, an2, aprev2, at2, rem2, reset2, retry2, delay2 =
+    step1(c2, p2.max, p2.per, p2.shape, p2.max_delay, set2, sn2, sprev2, st2, now, cost2)
+  local commit = (ok1 or shadow1) and (ok2 or shadow2)
+  limit2(c1, p1, cost1, key1, set1, sn1, sprev1, st1, ok1, an1, aprev1, at1, rem1, reset1, retry1, delay1, commit, w, out)
+  limit2(c2, p2, cost2, key2, set2, sn2, sprev2, st2, ok2, an2, aprev2, at2, rem2, reset2, retry2, delay2, commit, w, out)
+  return commit and 1 or 0
+end
+
 -- decide evaluates one request in mode m ('e', 'v' or 'p'): its n limits'
 -- arguments start at ARGV[ai], their keys at KEYS[ki]. It appends the w
 -- values (10, or 6 for a batch) of each limit to out and returns the
@@ -140,7 +222,7 @@ local function decide(m, ai, ki, n, w, out)
     if ki > 1 then
       keys = {KEYS[ki], KEYS[ki + 1]}
     end
-    local s = alg.load(keys)
+    local s = alg.load(keys, wb)
     local ns, d = step(alg, p, s, cost)
     local allowed, remaining, reset, nxt = 0, d.remaining, d.reset, d.next
     local consumed, extra, vrem, vreset = 0, 0, 0, 0
@@ -159,7 +241,7 @@ local function decide(m, ai, ki, n, w, out)
         local v = view(alg, p, s) -- before the save: the log's view reads the set
         vrem, vreset = v.remaining, v.reset
       end
-      alg.save(keys, ns, ttl_ms(d))
+      alg.save(keys, ns, ttl_ms(d), wb)
       consumed, extra = 1, ns.seq or ns.t
     end
     out[o + 1] = allowed
@@ -177,6 +259,14 @@ local function decide(m, ai, ki, n, w, out)
     return overall, ki + alg.nkeys
   end
 
+  if n == 2 and m == 'e' then
+    local alg1, p1, cost1, shadow1 = limit_at(ai)
+    local alg2, p2, cost2, shadow2 = limit_at(ai + stride)
+    if alg1.code and alg2.code and KEYS[ki] ~= KEYS[ki + 1] then
+      return decide2(alg1, p1, cost1, shadow1, KEYS[ki], alg2, p2, cost2, shadow2, KEYS[ki + 1], w, out), ki + 2
+    end
+  end
+
   -- phase 1: decide
   local limits = {}
   local overall = true
@@ -188,7 +278,7 @@ local function decide(m, ai, ki, n, w, out)
     local alg, p, cost, shadow = limit_at(ai + stride * li)
     local keys = {KEYS[ki], KEYS[ki + 1]}
     ki = ki + alg.nkeys
-    local s = pending[keys[1]] or alg.load(keys)
+    local s = pending[keys[1]] or alg.load(keys, wb)
     local ns, d = step(alg, p, s, cost)
     if d.allowed and m ~= 'p' then
       pending[keys[1]] = ns
@@ -211,7 +301,7 @@ local function decide(m, ai, ki, n, w, out)
         local v = view(x.alg, x.p, x.s) -- before the save: the log's view reads the set
         vrem, vreset = v.remaining, v.reset
       end
-      x.alg.save(x.keys, x.ns, ttl_ms(d))
+      x.alg.save(x.keys, x.ns, ttl_ms(d), wb)
     elseif d.allowed then
       local v = view(x.alg, x.p, x.s)
       d.remaining, d.reset, d.next = v.remaining, v.reset, v.next
@@ -306,7 +396,7 @@ while ai <= nargv do
   if x and x.code ~= '4' then
     local p = x.p
     local ok, allowed, remaining, reset, retry, delay, nxt, short =
-      pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms, values[ki])
+      pcall(decide1, x.code, p.max, p.per, p.shape, p.max_delay, cost, KEYS[ki], now, extra_ttl_ms, values[ki], wb)
     if not ok then
       o = o + 1
       failed(out, o, allowed)
@@ -341,6 +431,14 @@ while ai <= nargv do
     end
     o = #out
     ai = ai + 1 + 2 * n
+  end
+end
+if wb then
+  -- The batch's writes, once per key. Refused, they fail the whole call:
+  -- its answers would count what was never stored.
+  local err = flush(wb)
+  if err then
+    return err
   end
 end
 return out

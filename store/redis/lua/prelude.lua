@@ -63,21 +63,24 @@ local function decision()
 end
 
 -- load_state returns the state of the algorithm with code in keys[1] as a
--- table: set, n, prev, t.
-local function load_state(code, keys)
-  local set, n, prev, t = load1(code, keys[1])
+-- table: set, n, prev, t. wb is as for load1.
+local function load_state(code, keys, wb)
+  local set, n, prev, t = load1(code, keys[1], nil, wb)
   return {set = set, n = n, prev = prev, t = t}
 end
 
 -- scalar_algorithm returns the entry (see main.lua) of an algorithm whose
 -- state is one key and whose step is core.lua's step1 for code; refund is
--- its refund function.
+-- its refund function. Its load and save take a batch's write-back table
+-- (core.lua's load1), which the other algorithms ignore. Its code field,
+-- which only these entries have, lets main.lua's decide2 call step1
+-- directly.
 local function scalar_algorithm(code, refund)
-  local function load(keys)
-    return load_state(code, keys)
+  local function load(keys, wb)
+    return load_state(code, keys, wb)
   end
-  local function save(keys, s, ttl_ms)
-    save1(code, keys[1], s.n, s.prev, s.t, ttl_ms)
+  local function save(keys, s, ttl_ms, wb)
+    save1(code, keys[1], s.n, s.prev, s.t, ttl_ms, wb)
   end
   local function step(p, s, now, n)
     local allowed, an, aprev, at, remaining, reset, retry, delay =
@@ -88,5 +91,5 @@ local function scalar_algorithm(code, refund)
     end
     return s, d
   end
-  return {nkeys = 1, load = load, save = save, step = step, refund = refund}
+  return {nkeys = 1, code = code, load = load, save = save, step = step, refund = refund}
 end
