@@ -118,7 +118,7 @@ type member struct {
 
 	overall bool
 	reps    []limitReply
-	one     [1]limitReply
+	few     [2]limitReply // reps of a member of one or two limits
 	err     error
 }
 
@@ -392,8 +392,9 @@ func batchArgs(live []*member, nkeys int, now string) (keys, args []string) {
 const batchPerLimit = 6
 
 // decodeBatch sets each member's result from a mode 'b' reply: now, then
-// per member its overall and 6 values per limit, a short reply (a negative
-// integer; see shortReply), or one error.
+// per member its overall and 6 values per limit, for a member of one or
+// two limits admitted with nothing held back one short reply per limit
+// (negative integers, unlike an overall; see shortReply), or one error.
 func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 	bad := func(err error) error {
 		if err == nil {
@@ -415,21 +416,30 @@ func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 		if err != nil {
 			return bad(err)
 		}
-		if overall < 0 {
-			if m.n != 1 {
+		if overall < 0 { // short answers: one per limit, one or two limits
+			if m.n > len(m.few) || pos+m.n > len(vals) {
 				return bad(fmt.Errorf("short reply %d for %d limits", overall, m.n))
 			}
-			m.one[0] = shortReply(overall)
-			m.overall, m.reps = true, m.one[:]
-			pos++
+			for j := range m.n {
+				v, err := vals[pos+j].AsInt64()
+				if err != nil {
+					return bad(err)
+				}
+				if v >= 0 {
+					return bad(fmt.Errorf("short reply %d followed by %d", overall, v))
+				}
+				m.few[j] = shortReply(v)
+			}
+			m.overall, m.reps = true, m.few[:m.n]
+			pos += m.n
 			continue
 		}
 		end := pos + 1 + batchPerLimit*m.n
 		if end > len(vals) {
 			return bad(nil)
 		}
-		reps := m.one[:]
-		if m.n > 1 {
+		reps := m.few[:min(m.n, len(m.few))]
+		if m.n > len(m.few) {
 			reps = make([]limitReply, m.n)
 		}
 		for j := range reps {

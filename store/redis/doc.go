@@ -34,9 +34,11 @@
 // with one MGET when no key repeats in it, and takes them as one argument
 // each. A request of two limits of those algorithms on two keys (a
 // per-client limit and a global one, the gateway's common request) is
-// decided by main.lua's decide2, with step1 and no tables. A batch in
-// which keys repeat reads each key once and writes it once, at the end,
-// with the value and TTL its last request left. Numeric policy arguments
+// decided by main.lua's decide2, with step1 and no tables, and in a batch
+// answered with one short integer per limit when both admit with nothing
+// held back. A batch in which keys repeat reads them all with one MGET
+// too and writes each key once, at the end, with the value and TTL its
+// last request left. Numeric policy arguments
 // travel in hexadecimal (strtoul). The other algorithm files wrap their
 // functions in one constructor that main.lua calls only for the algorithms
 // the general path uses.

@@ -2,12 +2,15 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/rueidis"
 
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
@@ -94,6 +97,41 @@ func TestTwoLimitsMatchMemory(t *testing.T) {
 			if d := cmp.Diff(want, peek(t, batched, r)); d != "" {
 				t.Errorf("%s on %s: state differs at the end (-memory +batched):\n%s", p.Name(), key, d)
 			}
+		}
+	}
+}
+
+// TestDecodeTwoShort: a member of two limits may be answered with two short
+// replies; a short reply for a member of more limits, or one followed by a
+// value that is not a short reply, is a reply of the wrong shape.
+func TestDecodeTwoShort(t *testing.T) {
+	c := standaloneRedis(t)
+	reply := func(script string) []rueidis.RedisMessage {
+		t.Helper()
+		vals, err := c.Do(context.Background(), c.B().Eval().Script(script).Numkeys(0).Build()).ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vals
+	}
+	short := func(remaining, reset int64) int64 { return -1 - (remaining<<33 + reset) }
+	m := &member{n: 2}
+	if err := decodeBatch(reply(fmt.Sprintf("return {7, %d, %d}", short(4, 500), short(9, 1000))), []*member{m}); err != nil {
+		t.Fatalf("two short replies: %v", err)
+	}
+	if want := []limitReply{{allowed: true, remaining: 4, reset: 500}, {allowed: true, remaining: 9, reset: 1000}}; !m.overall || !slices.Equal(m.reps, want) {
+		t.Errorf("two short replies: overall %v, %+v; want admitted, %+v", m.overall, m.reps, want)
+	}
+	for _, bad := range []struct {
+		script string
+		n      int
+	}{
+		{fmt.Sprintf("return {7, %d, 1}", short(4, 500)), 2},
+		{fmt.Sprintf("return {7, %d}", short(4, 500)), 2},
+		{fmt.Sprintf("return {7, %d, %d, %d}", short(1, 1), short(1, 1), short(1, 1)), 3},
+	} {
+		if err := decodeBatch(reply(bad.script), []*member{{n: bad.n}}); !errors.Is(err, errBadReply) {
+			t.Errorf("%s for %d limits: %v, want a bad reply", bad.script, bad.n, err)
 		}
 	}
 }

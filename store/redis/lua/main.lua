@@ -42,7 +42,9 @@
 -- 6 of those per limit (allowed, remaining, reset, retry, delay, next: a batch is
 -- never a Cluster call, so the rest are of no use); or, for a request with
 -- one limit, decide1's short answer when there is one (core.lua: one
--- negative integer, unlike an overall); or, if
+-- negative integer, unlike an overall), and for a request of two limits
+-- that decide2 decides and both admit with nothing held back, their two
+-- short answers in place of the overall and the 12 values; or, if
 -- deciding that request raised an error, one error reply in their place
 -- (what that request wrote before the error stays, as it would in mode 'e';
 -- the requests before and after it are decided as usual). Mode 'b' makes
@@ -108,17 +110,27 @@ local function ttl_ms(d)
   return math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms
 end
 
--- policies holds mode 'b''s policies by index: {code, p}.
+-- policies holds mode 'b''s policies by index: {code, p}; by_ref the
+-- same entries by their reference string (main.lua's header: '2', and
+-- '-2' for a shadow limit's entry, whose shadow is true), by_short by the
+-- one-ARGV form (r2, r-2). An entry's alg is its algorithm, once a
+-- request needs it.
 local policies = {}
+local by_ref, by_short = {}, {}
 
 -- limit_at returns the algorithm, policy parameters, cost and shadow flag
 -- of the limit whose arguments start at ARGV[a]: 7 arguments in modes 'e',
 -- 'v', 'p', 2 in mode 'b'.
 local function limit_at(a)
   if mode == 'b' or mode == 'B' then
-    local ref = tonumber(ARGV[a])
-    local x = policies[math.abs(ref)]
-    return algorithm(tonumber(x.code)), x.p, tonumber(ARGV[a + 1], 16), ref < 0
+    local x = by_ref[ARGV[a]]
+    local alg = x.alg
+    if not alg then
+      alg = algorithm(tonumber(x.code))
+      x.alg = alg
+    end
+    local cost = ARGV[a + 1]
+    return alg, x.p, cost == '1' and 1 or tonumber(cost, 16), x.shadow == true
   end
   local p = {
     max = tonumber(ARGV[a + 1], 16),
@@ -155,26 +167,36 @@ local function next1(code, p, cost, allowed, set, sn, sprev, st, an, aprev, at, 
   return r
 end
 
--- limit2 appends to out the w values of one of decide2's limits (decide's
--- order), saving its state first when the request commits. The limit
--- stepped from (set, sn, sprev, st) to (an, aprev, at), admitting or not.
-local function limit2(code, p, cost, key, set, sn, sprev, st, allowed, an, aprev, at, remaining, reset, retry, delay, commit, w, out)
-  local o = #out
-  local consumed, extra = 0, 0
-  local nxt
+-- limit2 is one of decide2's limits, which stepped from (set, sn, sprev,
+-- st) to (an, aprev, at), admitting or not: it saves the new state when
+-- the request commits and returns the limit's allowed (1/0), remaining,
+-- reset, retry, delay and next, as decide reports them.
+local function limit2(code, p, cost, key, set, sn, sprev, st, allowed, an, aprev, at, remaining, reset, retry, delay, commit)
   if allowed and commit then
     save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ttl_ms, wb)
-    consumed, extra = 1, at
-    nxt = next1(code, p, cost, true, set, sn, sprev, st, an, aprev, at, remaining, retry)
+    return 1, remaining, reset, retry, delay, next1(code, p, cost, true, set, sn, sprev, st, an, aprev, at, remaining, retry)
   elseif allowed then
     -- view: the step for a cost no state admits, from the state as it is
     local _, _, _, _, vrem, vreset, vretry = step1(code, p.max, p.per, p.shape, p.max_delay, set, sn, sprev, st, now, 2 * p.max)
-    remaining, reset = vrem, vreset
-    nxt = next1(code, p, 2 * p.max, false, set, sn, sprev, st, 0, 0, 0, vrem, vretry)
-  else
-    nxt = next1(code, p, cost, false, set, sn, sprev, st, 0, 0, 0, remaining, retry)
+    return 1, vrem, vreset, retry, delay, next1(code, p, 2 * p.max, false, set, sn, sprev, st, 0, 0, 0, vrem, vretry)
   end
-  out[o + 1] = allowed and 1 or 0
+  return 0, remaining, reset, retry, delay, next1(code, p, cost, false, set, sn, sprev, st, 0, 0, 0, remaining, retry)
+end
+
+-- short1 is core.lua's short answer for a limit admitted with nothing held
+-- back (decide1), or nil.
+local function short1(allowed, remaining, reset, retry, delay, nxt)
+  if allowed == 1 and retry == 0 and delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576 and reset >= 0 and reset < 8589934592 then
+    return -1 - (remaining * 8589934592 + reset)
+  end
+  return nil
+end
+
+-- put1 sets out[o+1..o+w] to a limit's values as decide reports them;
+-- consumed and extra (1 and the new state's t for an admitting limit of a
+-- committed request, else 0 and 0) only when w is 10.
+local function put1(out, o, w, allowed, remaining, reset, retry, delay, nxt, consumed, extra)
+  out[o + 1] = allowed
   out[o + 2] = remaining
   out[o + 3] = reset
   out[o + 4] = retry
@@ -191,7 +213,10 @@ end
 -- decide2 is decide in mode 'e' (or a batch's) for a request of two limits
 -- that step1 decides, on two different keys: the same steps and answers
 -- without decide's tables, the common request of a gateway (a per-client
--- limit and a global one). It returns the request's overall (1/0).
+-- limit and a global one). It returns the request's overall (1/0); or, in
+-- a batch (w 6), for a request admitted by both limits with nothing held
+-- back, nil, having put the two limits' short answers (short1) at out[o]
+-- and out[o+1], o being #out, the overall's place.
 local function decide2(alg1, p1, cost1, shadow1, key1, alg2, p2, cost2, shadow2, key2, w, out)
   local c1, c2 = alg1.code, alg2.code
   local set1, sn1, sprev1, st1 = load1(c1, key1, nil, wb)
@@ -201,8 +226,23 @@ local function decide2(alg1, p1, cost1, shadow1, key1, alg2, p2, cost2, shadow2,
   local ok2, an2, aprev2, at2, rem2, reset2, retry2, delay2 =
     step1(c2, p2.max, p2.per, p2.shape, p2.max_delay, set2, sn2, sprev2, st2, now, cost2)
   local commit = (ok1 or shadow1) and (ok2 or shadow2)
-  limit2(c1, p1, cost1, key1, set1, sn1, sprev1, st1, ok1, an1, aprev1, at1, rem1, reset1, retry1, delay1, commit, w, out)
-  limit2(c2, p2, cost2, key2, set2, sn2, sprev2, st2, ok2, an2, aprev2, at2, rem2, reset2, retry2, delay2, commit, w, out)
+  local a1, r1, e1, t1, d1, n1 = limit2(c1, p1, cost1, key1, set1, sn1, sprev1, st1, ok1, an1, aprev1, at1, rem1, reset1, retry1, delay1, commit)
+  local a2, r2, e2, t2, d2, n2 = limit2(c2, p2, cost2, key2, set2, sn2, sprev2, st2, ok2, an2, aprev2, at2, rem2, reset2, retry2, delay2, commit)
+  local o = #out
+  if w == 6 and commit then
+    local s1 = short1(a1, r1, e1, t1, d1, n1)
+    local s2 = s1 and short1(a2, r2, e2, t2, d2, n2)
+    if s2 then
+      out[o], out[o + 1] = s1, s2
+      return nil
+    end
+  end
+  local x1, x2 = 0, 0
+  if commit then
+    x1, x2 = a1, a2
+  end
+  put1(out, o, w, a1, r1, e1, t1, d1, n1, x1, x1 == 1 and at1 or 0)
+  put1(out, o + w, w, a2, r2, e2, t2, d2, n2, x2, x2 == 1 and at2 or 0)
   return commit and 1 or 0
 end
 
@@ -331,11 +371,8 @@ end
 
 -- batch: the policies, then one request after another; an error in one
 -- request is its own. A request with one limit (not a sliding_log) is
--- decided by core.lua's decide1 without the tables decide builds; by_ref
--- finds its policy by the reference string itself, by_short by the
--- one-ARGV form.
+-- decided by core.lua's decide1 without the tables decide builds.
 local ai = 4 + 5 * tonumber(ARGV[3])
-local by_ref, by_short = {}, {}
 for a = 4, ai - 1, 5 do
   local x = {
     code = ARGV[a],
@@ -378,9 +415,21 @@ local function failed(out, at, err)
 end
 
 -- values: in mode 'B' every key's value (false for none), by key index.
+-- In mode 'b' the same MGET fills the write-back table instead, each key
+-- once (a sliding_log's keys too, which its functions never read there),
+-- when there are at most 256 keys to unpack onto the Lua stack (batch.go's
+-- distinctMax, which bounds mode 'B' alike).
 local values = {}
 if mode == 'B' then
   values = redis.call('MGET', unpack(KEYS))
+elseif wb and #KEYS <= 256 then
+  local v = wb.v
+  for i, x in ipairs(redis.call('MGET', unpack(KEYS))) do
+    local k = KEYS[i]
+    if v[k] == nil then
+      v[k] = x
+    end
+  end
 end
 local out = {now}
 local o = 1 -- #out
@@ -421,7 +470,9 @@ while ai <= nargv do
     out[at] = 0
     local ok, res, next_ki = pcall(decide, 'e', ai + 1, ki, n, 6, out)
     if ok then
-      out[at] = res
+      if res ~= nil then -- nil: decide2 put two short answers
+        out[at] = res
+      end
       ki = next_ki
     else
       failed(out, at, res)
