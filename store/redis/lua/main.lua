@@ -110,20 +110,71 @@ local function ttl_ms(d)
   return math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms
 end
 
--- policies holds mode 'b''s policies by index: {code, p}; by_ref the
--- same entries by their reference string (main.lua's header: '2', and
--- '-2' for a shadow limit's entry, whose shadow is true), by_short by the
--- one-ARGV form (r2, r-2). An entry's alg is its algorithm, once a
+-- policies holds mode 'b''s policies by index: {code, p}; shadows the
+-- entries of shadow limits under them ({code, p, shadow = true}), made
+-- when a request needs one. by_ref finds an entry by its reference string
+-- (main.lua's header: '2', '-2' for a shadow limit), by_short by the
+-- one-ARGV form (r2, r-2; false for any other string): both are filled
+-- as requests use them, since a batch's first requests name all the
+-- references its others repeat, and formatting every reference up front
+-- costs more than its whole use. An entry's alg is its algorithm, once a
 -- request needs it.
-local policies = {}
+local policies, shadows = {}, {}
 local by_ref, by_short = {}, {}
+
+-- entry returns the entry of policy i, or of a shadow limit under it when
+-- shadow is true.
+local function entry(i, shadow)
+  if not shadow then
+    return policies[i]
+  end
+  local x = shadows[i]
+  if not x then
+    local p = policies[i]
+    x = {code = p.code, p = p.p, shadow = true}
+    shadows[i] = x
+  end
+  return x
+end
+
+-- ref returns the entry of the reference string s.
+local function ref(s)
+  local x = by_ref[s]
+  if x == nil then
+    local i = tonumber(s)
+    x = entry(math.abs(i), i < 0)
+    by_ref[s] = x
+  end
+  return x
+end
+
+-- short_ref returns the entry of the one-ARGV form a (not a sliding_log's,
+-- which has none), or false when a is not one.
+local function short_ref(a)
+  local x = by_short[a]
+  if x == nil then
+    x = false
+    if string.byte(a, 1) == 114 then -- 'r'
+      if string.byte(a, 2) == 45 then -- 'r-'
+        x = entry(tonumber(string.sub(a, 3)), true)
+      else
+        x = entry(tonumber(string.sub(a, 2)), false)
+      end
+      if x.code == '4' then
+        x = false
+      end
+    end
+    by_short[a] = x
+  end
+  return x
+end
 
 -- limit_at returns the algorithm, policy parameters, cost and shadow flag
 -- of the limit whose arguments start at ARGV[a]: 7 arguments in modes 'e',
 -- 'v', 'p', 2 in mode 'b'.
 local function limit_at(a)
   if mode == 'b' or mode == 'B' then
-    local x = by_ref[ARGV[a]]
+    local x = ref(ARGV[a])
     local alg = x.alg
     if not alg then
       alg = algorithm(tonumber(x.code))
@@ -383,15 +434,7 @@ for a = 4, ai - 1, 5 do
       max_delay = tonumber(ARGV[a + 4], 16),
     },
   }
-  local i = #policies + 1
-  policies[i] = x
-  local shadow = {code = x.code, p = x.p, shadow = true}
-  by_ref[tostring(i)] = x
-  by_ref[tostring(-i)] = shadow
-  if x.code ~= '4' then
-    by_short['r' .. i] = x
-    by_short['r-' .. i] = shadow
-  end
+  policies[#policies + 1] = x
 end
 
 -- nkeys returns the number of keys of a limit whose policy is x.
@@ -437,9 +480,9 @@ local ki = 1
 local nargv = #ARGV
 while ai <= nargv do
   local a, cost, width = ARGV[ai], 1, 1 -- width: the request's ARGV
-  local x = by_short[a] -- the one-ARGV form, r<i>
+  local x = short_ref(a) -- the one-ARGV form, r<i>
   if not x and a == '1' then
-    x, width = by_ref[ARGV[ai + 1]], 3
+    x, width = ref(ARGV[ai + 1]), 3
     cost = ARGV[ai + 2] == '1' and 1 or tonumber(ARGV[ai + 2], 16)
   end
   if x and x.code ~= '4' then
