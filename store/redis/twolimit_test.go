@@ -54,8 +54,9 @@ func TestTwoLimitsMatchMemory(t *testing.T) {
 	for round := range 150 {
 		reqs := make([][]ratelimit.Request, 1+rng.IntN(12))
 		for i := range reqs {
-			// A key per policy: the memory store keeps a state per policy
-			// and key, the Redis store per algorithm and key.
+			// A key per policy: the memory store keeps one state per key,
+			// which a limit of another algorithm on that key replaces, the
+			// Redis store one per key and algorithm.
 			p1, p2 := pick(), pick()
 			reqs[i] = []ratelimit.Request{
 				{Key: fmt.Sprint("client", rng.IntN(3), "/", p1.Name()), Policy: p1, Cost: 1 + rng.Int64N(2), Shadow: rng.IntN(6) == 0},
