@@ -438,8 +438,10 @@ func decodeBatch(vals []rueidis.RedisMessage, live []*member) error {
 		if end > len(vals) {
 			return bad(nil)
 		}
-		reps := m.few[:min(m.n, len(m.few))]
-		if m.n > len(m.few) {
+		var reps []limitReply
+		if m.n <= len(m.few) {
+			reps = m.few[:m.n]
+		} else {
 			reps = make([]limitReply, m.n)
 		}
 		for j := range reps {

@@ -297,43 +297,60 @@ local function flush(wb)
   return nil
 end
 
+-- next1 is a step's next (kit.StepAt) for the algorithm with code: with
+-- nothing left (remaining ≤ 0), the retry of a request of cost 1 against
+-- the state after the step of cost n, which for a denied request of cost
+-- 1 is its own retry. The step went from (set, sn, sprev, st), and when
+-- allowed into (an, aprev, at); that probe is denied, so it changes
+-- nothing.
+local function next1(code, c, iv, shape, max_delay, n, now, allowed, set, sn, sprev, st, an, aprev, at, remaining, retry)
+  if remaining > 0 then
+    return 0
+  end
+  if not allowed and n == 1 then
+    return retry
+  end
+  if allowed then
+    set, sn, sprev, st = true, an, aprev, at
+  end
+  local _, _, _, _, _, _, r = step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, 1)
+  return r
+end
+
+-- ttl1 is the TTL in ms of a state whose decision resets in reset µs: its
+-- full reset, plus extra_ms (clock's second value).
+local function ttl1(reset, extra_ms)
+  return math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms
+end
+
+-- short1 is the short answer of an admitted decision with nothing held
+-- back (retry, delay and next 0): the one integer
+-- -1 - (remaining·2^33 + reset), exact in a double while remaining < 2^20
+-- and reset < 2^33 µs (about 2.4 hours), and negative, unlike every other
+-- first value of a reply (the Go side's shortReply); else nil.
+local function short1(remaining, reset, retry, delay, nxt)
+  if retry == 0 and delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576 and reset >= 0 and reset < 8589934592 then
+    return -1 - (remaining * 8589934592 + reset)
+  end
+  return nil
+end
+
 -- decide1 decides and commits one limit alone (the request's only one, so
 -- it is admitted exactly when the limit admits) of the algorithm with code
--- in key, at now, as kit.StepAt does: the step, then next, which with
--- nothing left (remaining 0) is the retry of a request of cost 1 against
--- the state after the step (that probe is denied, so it changes nothing).
--- An admitted request's state is stored with a TTL covering its full reset,
--- plus extra_ms. v is as for load1. It returns allowed, remaining, reset,
--- retry, delay, next, and the short answer: for a decision admitted with
--- nothing held back (retry, delay and next 0), the one integer
--- -1 - (remaining·2^33 + reset), which is exact in a double while
--- remaining < 2^20 and reset < 2^33 µs (about 2.4 hours), and negative,
--- unlike every other first value of a reply; else nil. wb is as for load1
--- and save1.
+-- in key, at now, as kit.StepAt does: the step, then next1. An admitted
+-- request's state is stored with ttl1's TTL. v is as for load1. It returns
+-- allowed, remaining, reset, retry, delay, next, and for an admission
+-- short1's answer (nil when there is none). wb is as for load1 and save1.
 local function decide1(code, c, iv, shape, max_delay, n, key, now, extra_ms, v, wb)
   local set, sn, sprev, st = load1(code, key, v, wb)
   local allowed, an, aprev, at, remaining, reset, retry, delay =
     step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, n)
-  local nxt = 0
-  if remaining <= 0 then
-    if not allowed and n == 1 then
-      nxt = retry
-    else
-      if allowed then
-        set, sn, sprev, st = true, an, aprev, at
-      end
-      local _
-      _, _, _, _, _, _, nxt = step1(code, c, iv, shape, max_delay, set, sn, sprev, st, now, 1)
-    end
-  end
+  local nxt = next1(code, c, iv, shape, max_delay, n, now, allowed, set, sn, sprev, st, an, aprev, at, remaining, retry)
   if not allowed then
     return false, remaining, reset, retry, delay, nxt, nil
   end
-  save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ms, wb)
-  if delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576 and reset >= 0 and reset < 8589934592 then
-    return true, remaining, reset, retry, delay, nxt, -1 - (remaining * 8589934592 + reset)
-  end
-  return true, remaining, reset, retry, delay, nxt, nil
+  save1(code, key, an, aprev, at, ttl1(reset, extra_ms), wb)
+  return true, remaining, reset, retry, delay, nxt, short1(remaining, reset, retry, delay, nxt)
 end
 
 -- A lone request with one limit that is not a sliding_log, a concurrency

@@ -107,7 +107,7 @@ end
 
 -- ttl_ms is the TTL of a state whose decision is d.
 local function ttl_ms(d)
-  return math.ceil(math.max(1, d.reset) / 1000) + 1 + extra_ttl_ms
+  return ttl1(d.reset, extra_ttl_ms)
 end
 
 -- policies holds mode 'b''s policies by index: {code, p}; shadows the
@@ -199,48 +199,23 @@ if mode == 'b' or mode == 'B' then
   stride = 2
 end
 
--- next1 is step's d.next for a limit step1 decides (code, parameters p):
--- with nothing left, the retry of a request of cost 1 against the state
--- after the step, which for a denied request of cost 1 is its own retry.
--- The state is the one stepped from, or, when admitted, the one admitted
--- into (an, aprev, at).
-local function next1(code, p, cost, allowed, set, sn, sprev, st, an, aprev, at, remaining, retry)
-  if remaining > 0 then
-    return 0
-  end
-  if not allowed and cost == 1 then
-    return retry
-  end
-  if allowed then
-    set, sn, sprev, st = true, an, aprev, at
-  end
-  local _, _, _, _, _, _, r = step1(code, p.max, p.per, p.shape, p.max_delay, set, sn, sprev, st, now, 1)
-  return r
-end
-
 -- limit2 is one of decide2's limits, which stepped from (set, sn, sprev,
 -- st) to (an, aprev, at), admitting or not: it saves the new state when
 -- the request commits and returns the limit's allowed (1/0), remaining,
 -- reset, retry, delay and next, as decide reports them.
 local function limit2(code, p, cost, key, set, sn, sprev, st, allowed, an, aprev, at, remaining, reset, retry, delay, commit)
   if allowed and commit then
-    save1(code, key, an, aprev, at, math.ceil(math.max(1, reset) / 1000) + 1 + extra_ttl_ms, wb)
-    return 1, remaining, reset, retry, delay, next1(code, p, cost, true, set, sn, sprev, st, an, aprev, at, remaining, retry)
+    save1(code, key, an, aprev, at, ttl1(reset, extra_ttl_ms), wb)
+    return 1, remaining, reset, retry, delay,
+      next1(code, p.max, p.per, p.shape, p.max_delay, cost, now, true, set, sn, sprev, st, an, aprev, at, remaining, retry)
   elseif allowed then
     -- view: the step for a cost no state admits, from the state as it is
     local _, _, _, _, vrem, vreset, vretry = step1(code, p.max, p.per, p.shape, p.max_delay, set, sn, sprev, st, now, 2 * p.max)
-    return 1, vrem, vreset, retry, delay, next1(code, p, 2 * p.max, false, set, sn, sprev, st, 0, 0, 0, vrem, vretry)
+    return 1, vrem, vreset, retry, delay,
+      next1(code, p.max, p.per, p.shape, p.max_delay, 2 * p.max, now, false, set, sn, sprev, st, 0, 0, 0, vrem, vretry)
   end
-  return 0, remaining, reset, retry, delay, next1(code, p, cost, false, set, sn, sprev, st, 0, 0, 0, remaining, retry)
-end
-
--- short1 is core.lua's short answer for a limit admitted with nothing held
--- back (decide1), or nil.
-local function short1(allowed, remaining, reset, retry, delay, nxt)
-  if allowed == 1 and retry == 0 and delay == 0 and nxt == 0 and remaining >= 0 and remaining < 1048576 and reset >= 0 and reset < 8589934592 then
-    return -1 - (remaining * 8589934592 + reset)
-  end
-  return nil
+  return 0, remaining, reset, retry, delay,
+    next1(code, p.max, p.per, p.shape, p.max_delay, cost, now, false, set, sn, sprev, st, 0, 0, 0, remaining, retry)
 end
 
 -- put1 sets out[o+1..o+w] to a limit's values as decide reports them;
@@ -281,8 +256,8 @@ local function decide2(alg1, p1, cost1, shadow1, key1, alg2, p2, cost2, shadow2,
   local a2, r2, e2, t2, d2, n2 = limit2(c2, p2, cost2, key2, set2, sn2, sprev2, st2, ok2, an2, aprev2, at2, rem2, reset2, retry2, delay2, commit)
   local o = #out
   if w == 6 and commit then
-    local s1 = short1(a1, r1, e1, t1, d1, n1)
-    local s2 = s1 and short1(a2, r2, e2, t2, d2, n2)
+    local s1 = a1 == 1 and short1(r1, e1, t1, d1, n1)
+    local s2 = s1 and a2 == 1 and short1(r2, e2, t2, d2, n2)
     if s2 then
       out[o], out[o + 1] = s1, s2
       return nil
