@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -31,7 +32,7 @@ const (
 	headerForwardedURI    = "X-Forwarded-Uri"
 	headerForwardedHost   = "X-Forwarded-Host"
 	headerOriginalMethod  = "X-Original-Method"
-	headerOriginalURI     = "X-Original-Uri"
+	headerOriginalURI     = "X-Original-URI" // as docs/forward-auth.md spells it; lookups fold case
 )
 
 // newForwardAuth compiles a route's forward_auth section.
@@ -77,8 +78,8 @@ func (e forwardError) Error() string { return string(e) }
 
 // read fills in f from the auth request r. An error means that r describes
 // no original request sluice can decide: a header missing or given twice, a
-// method that is no HTTP token, a URI that is not an origin-form target or
-// does not parse, a host with bytes no host has, or a query the gateway
+// method that is no HTTP token, a URI that is not an origin-form target,
+// holds a raw "#" or does not parse, a host with bytes no host has, or a query the gateway
 // refuses. None of them is ever decided as some other request.
 func (fa *forwardAuth) read(r *publicRequest, f *forwardedRequest) error {
 	*f = forwardedRequest{publicRequest: r}
@@ -115,6 +116,9 @@ func (fa *forwardAuth) read(r *publicRequest, f *forwardedRequest) error {
 	}
 	var host string
 	f.escaped, f.path, f.query, host, err = splitTarget(string(uri))
+	if errors.Is(err, errFragment) {
+		return forwardError(fragmentDetail(fa.uriHeader + " header"))
+	}
 	if err != nil || host != "" {
 		return forwardError(fa.uriHeader + " cannot be parsed.")
 	}

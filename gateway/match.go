@@ -10,8 +10,8 @@ import (
 )
 
 // matcher decides whether a request belongs to a route (docs/operations.md,
-// "Path rules"): path glob, methods, host and exact header values must all
-// hold. It is immutable and safe for concurrent use.
+// "Path rules"): path glob, methods (GET taking HEAD too), host and exact
+// header values must all hold. It is immutable and safe for concurrent use.
 type matcher struct {
 	segments []string // the path pattern split on "/", without the leading empty one
 	methods  map[string]bool
@@ -36,9 +36,16 @@ func newMatcher(mc config.Match) *matcher {
 		m.hosts = append(m.hosts, httplimit.NormalizeHost(mc.Host))
 	}
 	if len(mc.Methods) > 0 {
-		m.methods = make(map[string]bool, len(mc.Methods))
+		m.methods = make(map[string]bool, len(mc.Methods)+1)
 		for _, meth := range mc.Methods {
 			m.methods[strings.ToUpper(meth)] = true
+		}
+		// GET covers HEAD, as nginx's limit_except GET does: a HEAD runs
+		// the upstream's GET handler (RFC 9110 §9.3.2), so a HEAD that
+		// missed a GET-only route would reach a later route's upstream
+		// past this route's limits.
+		if m.methods[http.MethodGet] {
+			m.methods[http.MethodHead] = true
 		}
 	}
 	for k, v := range mc.Headers {

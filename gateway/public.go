@@ -80,7 +80,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 		return ""
 	}
 	if err := r.parseTarget(h.Host(), h.RequestURI(), ctx.RemoteAddr()); err != nil {
-		writeProblem(ctx, http.StatusBadRequest, "The request target cannot be parsed.")
+		writeProblem(ctx, http.StatusBadRequest, targetDetail(err))
 		return ""
 	}
 	if err := checkQuery(r.query); err != nil {

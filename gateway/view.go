@@ -131,6 +131,29 @@ func (r *publicRequest) HeaderValues(name string) []string {
 // errTarget is a request-target that does not parse.
 var errTarget = errors.New("malformed request target")
 
+// errFragment is a request-target with a raw "#". A fragment is never sent
+// in a request (RFC 9110 §4.2.4, RFC 9112 §3.2), and servers disagree on
+// what a "#" in one means: nginx and Node end the path at it, Go and
+// fasthttp keep it as a path byte. Matched as a path byte, "/login#1" is
+// one segment that no "/login" route takes, while the upstream serves
+// "/login"; so it is refused, not read either way. An escaped "%23" is a
+// path byte everywhere and stays allowed.
+var errFragment = errors.New(`raw "#" in a request target`)
+
+// fragmentDetail is the 400's detail for a raw "#" found in where.
+func fragmentDetail(where string) string {
+	return "The " + where + ` holds a raw "#" (a fragment), which no request carries and upstreams read differently: write a "#" that belongs to the path as "%23" (see the path rules in docs/operations.md).`
+}
+
+// targetDetail is the 400's detail for a request-target that parseTarget
+// refuses with err.
+func targetDetail(err error) string {
+	if errors.Is(err, errFragment) {
+		return fragmentDetail("request-target")
+	}
+	return "The request target cannot be parsed."
+}
+
 // parseTarget fills in r's host from the Host header and r's target,
 // escaped path, decoded path and query from the raw request-target (see
 // splitTarget); an absolute-form target's host becomes r's host. r's peer
@@ -154,8 +177,12 @@ func (r *publicRequest) parseTarget(host, raw []byte, peer net.Addr) error {
 // and query, as url.ParseRequestURI reads it, and returns the host of an
 // absolute-form target. A target made only of bytes that need no escaping
 // and are no escape is split directly, without an allocation; any other
-// goes through url.ParseRequestURI, so both give the same path.
+// goes through url.ParseRequestURI, so both give the same path. A target
+// with a raw "#", in its path or its query, is errFragment.
 func splitTarget(target string) (escaped, path, query, host string, err error) {
+	if strings.IndexByte(target, '#') >= 0 {
+		return "", "", "", "", errFragment
+	}
 	if plainTarget(target) {
 		escaped = target
 		if i := strings.IndexByte(target, '?'); i >= 0 {
