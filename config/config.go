@@ -52,6 +52,7 @@ type Config struct {
 
 	policyOrder []string                     // policy names in file order
 	compiled    map[string]*ratelimit.Policy // set by a successful validation
+	warnings    Errors                       // set by a successful validation
 }
 
 // Server configures the public listener.

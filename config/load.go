@@ -80,5 +80,7 @@ func Parse(filename string, data []byte, lookup func(string) (string, bool)) (*C
 		return nil, errs.sorted()
 	}
 	c.compiled = compiled
+	v.headShadows(c)
+	c.warnings = v.warns.sorted()
 	return c, nil
 }

@@ -33,6 +33,8 @@ func (c *Config) Validate() error {
 		return v.errs.sorted()
 	}
 	c.compiled = compiled
+	v.headShadows(c)
+	c.warnings = v.warns.sorted()
 	return nil
 }
 
@@ -47,6 +49,7 @@ type validator struct {
 	bad    map[string]bool // values the decoder already reported
 	blank  map[string]bool // text values the file gives as ""
 	errs   Errors
+	warns  Errors // see Config.Warnings
 }
 
 // parentOf returns the path that contains path: it drops the last ".name",
