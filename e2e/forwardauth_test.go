@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,7 +19,8 @@ import (
 
 // forwardAuthConfig is the sluice side of the proxy tests: one
 // forward_auth route per proxy, each limiting 3 requests per user and
-// original path (the recipes of docs/forward-auth.md).
+// original path (the recipes of docs/forward-auth.md), and for nginx an
+// exact-path route before it that limits POST /login to 3 per user.
 const forwardAuthConfig = `
 server:
   listen: "127.0.0.1:0"
@@ -31,6 +33,10 @@ routes:
     match: {path: /auth/caddy}
     forward_auth: {from: x-forwarded}
     limits: [{policy: three, key: [header:X-User-Id, path]}]
+  - id: nginx-login
+    match: {path: /auth/nginx}
+    forward_auth: {from: x-original, deny_status: 403, match: {path: /login, methods: [POST]}}
+    limits: [{policy: three, key: header:X-User-Id}]
   - id: nginx
     match: {path: /auth/nginx}
     forward_auth: {from: x-original, deny_status: 403}
@@ -163,6 +169,59 @@ func TestForwardAuthNginx(t *testing.T) {
 	// A request without a user: sluice's 403 stays a 403 (no Retry-After).
 	if r := get(t, "http://"+addr+"/api/orders"); r.code != 403 || r.header.Get("Retry-After") != "" {
 		t.Errorf("a request without X-User-Id = %d %v, want 403 without Retry-After", r.code, r.header)
+	}
+	checkNginxFragment(t, up, addr)
+}
+
+// checkNginxFragment: once POST /login is refused, "POST /login#1" must
+// not reach the upstream. nginx passes the raw "#" on in $request_uri
+// (X-Original-URI) and to the upstream, which may end the path at it and
+// serve /login; sluice answers the auth request 400, which nginx turns
+// into a 500.
+func checkNginxFragment(t *testing.T, up *upstreamLog, addr string) {
+	t.Helper()
+	logins := func() int {
+		n := 0
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		for path, seen := range up.seen {
+			if strings.HasPrefix(path, "/login") {
+				n += len(seen)
+			}
+		}
+		return n
+	}
+	post := func(target string) int {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: app.test\r\nX-User-Id: carol\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("POST %s: %v", target, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 3 {
+		if code := post("/login"); code != 200 {
+			t.Fatalf("carol's POST /login %d = %d, want 200", i+1, code)
+		}
+	}
+	if code := post("/login"); code != 429 {
+		t.Fatalf("carol's 4th POST /login = %d, want 429", code)
+	}
+	for _, target := range []string{"/login#1", "/login#2", "/login?x#y"} {
+		if code := post(target); code < 400 {
+			t.Errorf("carol's POST %s after /login was refused = %d, want it refused", target, code)
+		}
+	}
+	if n := logins(); n != 3 {
+		t.Errorf("the upstream saw %d POST /login requests, want 3: a \"#\" took one past the limit", n)
 	}
 }
 
