@@ -367,7 +367,10 @@ type Match struct {
 	// rules"), so the pattern has none either.
 	Path string `yaml:"path"`
 	// Methods are the accepted methods, uppercase (GET, HEAD, POST, PUT,
-	// PATCH, DELETE, OPTIONS, CONNECT, TRACE). Empty means any.
+	// PATCH, DELETE, OPTIONS, CONNECT, TRACE). Empty means any. GET takes
+	// HEAD too, as nginx's limit_except GET does: a HEAD runs the
+	// upstream's GET handler, so it counts against the same limits
+	// ([Config.Warnings] reports a later HEAD route this leaves unreached).
 	Methods []string `yaml:"methods"`
 	// Host is the required Host, compared without the port, ignoring case
 	// and one trailing dot. Empty means any.
