@@ -174,6 +174,8 @@ func TestForwardAuthHostileInput(t *testing.T) {
 		{"asterisk", with("X-Forwarded-Uri", "*"), 400},
 		{"bad escape", with("X-Forwarded-Uri", "/x%zz"), 400},
 		{"semicolon query", with("X-Forwarded-Uri", "/x?a=1;b=2"), 400},
+		{"raw # in the path", with("X-Forwarded-Uri", "/x#1"), 400},
+		{"raw # in the query", with("X-Forwarded-Uri", "/x?a=1#b"), 400},
 		{"method not a token", with("X-Forwarded-Method", "GE T"), 400},
 		{"host list", with("X-Forwarded-Host", "a.test, b.test"), 400},
 		{"host with slash", with("X-Forwarded-Host", "a.test/x"), 400},

@@ -54,6 +54,7 @@ func TestMatchMethodsHostHeaders(t *testing.T) {
 		{"all hold", "GET", "api.example.com", "prod", true},
 		{"host with port", "POST", "api.example.com:8080", "prod", true},
 		{"host case", "GET", "Api.Example.Com", "prod", true},
+		{"HEAD under GET", "HEAD", "api.example.com", "prod", true},
 		{"method", "DELETE", "api.example.com", "prod", false},
 		{"other host", "GET", "www.example.com", "prod", false},
 		{"header value", "GET", "api.example.com", "Prod", false},
@@ -69,6 +70,12 @@ func TestMatchMethodsHostHeaders(t *testing.T) {
 				t.Errorf("match(%s %s X-Env=%q) = %v, want %v", tt.method, tt.host, tt.env, got, tt.want)
 			}
 		})
+	}
+	// HEAD alone takes no GET, and POST alone no HEAD.
+	for _, c := range []struct{ listed, method string }{{"HEAD", "GET"}, {"POST", "HEAD"}} {
+		if matches(newMatcher(config.Match{Path: "/", Methods: []string{c.listed}}), httptest.NewRequest(c.method, "http://x/", nil)) {
+			t.Errorf("methods [%s] match a %s", c.listed, c.method)
+		}
 	}
 	v6 := newMatcher(config.Match{Path: "/", Host: "[::1]"})
 	if !matches(v6, httptest.NewRequest("GET", "http://[::1]:8080/", nil)) {
