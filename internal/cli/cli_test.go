@@ -130,7 +130,7 @@ func TestServeReloadsAndStops(t *testing.T) {
 	os.WriteFile(path, []byte("routes: [\n"), 0o600)
 	sigs <- syscall.SIGHUP
 	sigs <- syscall.SIGHUP
-	// The reload log never repeats a password (issue 12 item 12).
+	// The reload log never repeats a password.
 	os.WriteFile(path, []byte("routes:\n  - {id: x, match: {path: /x}, upstream: \"http://u:S3CRET@127.0.0.1:1\"}\n"), 0o600)
 	sigs <- syscall.SIGHUP
 	sigs <- syscall.SIGHUP
@@ -168,7 +168,7 @@ func TestServeFailsOnBadConfigOrBusyPort(t *testing.T) {
 	}
 }
 
-// TestCLIConventions is issue 12 item 18: help on stdout with exit 0 in
+// TestCLIConventions: help on stdout with exit 0 in
 // every usual spelling, --version, --config shown with two dashes, and
 // exit 2 for every usage error, simulate's included.
 func TestCLIConventions(t *testing.T) {
