@@ -308,7 +308,7 @@ func TestErrorFormat(t *testing.T) {
 	}
 }
 
-// The STYLE.md example, reproduced exactly.
+// A small config with two policies and one route, as a first config is written.
 func TestStyleExample(t *testing.T) {
 	src := `policies:
   per-user: {algorithm: token_bucket, capacity: 10, rate: 1}

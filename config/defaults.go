@@ -22,6 +22,7 @@ const (
 	DefaultRespondStatus     = 200
 	DefaultDenyStatus        = 429
 	DefaultCost              = 1
+	DefaultReloadSettle      = 2 * time.Second
 )
 
 // ApplyDefaults fills every unset field of c that has a default. It is the

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Log formats and levels (log.format, log.level).
@@ -79,6 +80,12 @@ type Reload struct {
 	// content as it was reloads nothing. Changing watch takes effect at the
 	// next start.
 	Watch bool `yaml:"watch"`
+	// Settle is how long a changed file's size and modification time must
+	// stay the same before the watch reads it, so that a file written in
+	// several steps is not read half-written. A writer that pauses longer
+	// than Settle mid-file can still be read half-written: write the file
+	// atomically (to a temporary name, then rename). Default 2s.
+	Settle time.Duration `yaml:"settle"`
 }
 
 // observe checks log and tracing.
@@ -99,6 +106,9 @@ func (v *validator) observe(c *Config) {
 			v.errf("tracing.otlp_endpoint", "must be an http:// or https:// URL such as \"http://otel-collector:4318\", got %q", e)
 		}
 	}
+	if c.Reload.Settle < 0 {
+		v.errf("reload.settle", "must be a positive duration, got %v", c.Reload.Settle)
+	}
 	if s := c.Tracing.Sample; s != nil && (math.IsNaN(*s) || *s < 0 || *s > 1) {
 		v.errf("tracing.sample", "must be from 0 (none) to 1 (every trace), got %s", strconv.FormatFloat(*s, 'g', -1, 64))
 	}
@@ -111,6 +121,7 @@ func observeDefaults(c *Config) {
 	if c.Tracing.Sample == nil {
 		c.Tracing.Sample = new(1.0)
 	}
+	setDefault(&c.Reload.Settle, DefaultReloadSettle)
 }
 
 // observeEffective renders log, tracing and reload for Effective.
@@ -123,4 +134,5 @@ func (w *yamlWriter) observe(c *Config) {
 	w.kv(1, "sample", strconv.FormatFloat(c.Tracing.SampleRatio(), 'g', -1, 64))
 	w.line(0, "reload:")
 	w.kv(1, "watch", strconv.FormatBool(c.Reload.Watch))
+	w.kv(1, "settle", c.Reload.Settle.String())
 }

@@ -132,6 +132,7 @@ func (v *validator) explicitZeros(c *Config) {
 	positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
 	positive("server.read_header_timeout", c.Server.ReadHeaderTimeout)
 	positive("server.idle_timeout", c.Server.IdleTimeout)
+	positive("reload.settle", c.Reload.Settle)
 	zero("server.max_header_bytes", c.Server.MaxHeaderBytes == 0, "must be at least 1, got 0 (leave it out for 16384)")
 	zero("admin.listen", c.Admin.Listen == "", "is empty; give host:port (leave it out for "+DefaultAdminListen+")")
 	zero("store.type", c.Store.Type == "", `is empty (allowed: memory, redis)`)

@@ -76,8 +76,8 @@ func buildScript(t *testing.T, dir, version, commit string) string {
 	return bin
 }
 
-// TestContainerBinary checks the container recipe without a Docker engine
-// (issue 16 item 1): the Dockerfile builds with scripts/build.sh on
+// TestContainerBinary checks the container recipe without a Docker engine:
+// the Dockerfile builds with scripts/build.sh on
 // golang:1.26, runs as a non-root user, exposes 8080 and 9090 and has no
 // HEALTHCHECK; the binary that script builds is static; and the image's
 // default config, at the path the image's CMD names, listens on :8080 and
@@ -194,7 +194,7 @@ func assertStatic(t *testing.T, bin string) {
 }
 
 // TestReleaseScript runs scripts/release.sh, the stand-in for
-// .goreleaser.yaml, for this machine's target (issue 16 item 6): the
+// .goreleaser.yaml, for this machine's target: the
 // archive holds a binary whose `sluice version` prints the stamped version
 // and commit, with the license and docs beside it, and the checksum file
 // names the archive. The other targets use the same script and flags; one

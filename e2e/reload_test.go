@@ -33,7 +33,7 @@ const brokenReload = `routes:
     respond: {body: "broken"}
 `
 
-// TestReloadAdminEndpoint is issue 16 item 3 through the admin API: POST
+// TestReloadAdminEndpoint checks a reload through the admin API: POST
 // /admin/v1/reload needs the token, reloads (the limit change shows in
 // requests), and on a broken file answers 422 with the FILE:LINE:COL
 // problems `sluice check` prints while the old config keeps serving; the
@@ -129,7 +129,7 @@ func checkBuildInfo(t *testing.T, p *proc) {
 	}
 }
 
-// TestReloadWatchConfigMap is issue 16 item 3 through reload.watch: the
+// TestReloadWatchConfigMap checks a reload through reload.watch: the
 // config lives in a directory laid out as the kubelet lays out a ConfigMap
 // volume and is changed the way the kubelet changes it (a new timestamped
 // directory, the "..data" symlink replaced by a rename). The running

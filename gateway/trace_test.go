@@ -50,7 +50,7 @@ func attrs(s tracetest.SpanStub) map[string]attribute.Value {
 	return m
 }
 
-// TestTracingSpans is issue 16 item 4's tracing: each request's span
+// TestTracingSpans checks the tracing: each request's span
 // carries the route, each limit's decision and remaining count and the
 // store; the upstream gets a traceparent in the span's trace whose parent is
 // the span; an incoming traceparent is continued.

@@ -98,8 +98,8 @@ func loadCompose(t *testing.T, name string) *composeFile {
 	return &f
 }
 
-// TestCompose checks deploy/compose.yaml and deploy/compose.sentinel.yaml
-// (issue 16 item 2): every service has an image; sluice is built from the
+// TestCompose checks deploy/compose.yaml and deploy/compose.sentinel.yaml:
+// every service has an image; sluice is built from the
 // repository's Dockerfile and serves the config file it mounts, which
 // passes validation with the service's environment; its published ports
 // are the config's listen ports, the admin one on the host's loopback

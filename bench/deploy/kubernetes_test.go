@@ -171,7 +171,7 @@ func find[T metav1.Object](t *testing.T, objs []T, name, kind string) T {
 }
 
 // TestKubernetesManifestsDecode decodes every manifest strictly into the
-// Kubernetes API types (issue 16 item 2): an unknown, misplaced or
+// Kubernetes API types: an unknown, misplaced or
 // duplicate field, or a value of the wrong type, fails.
 func TestKubernetesManifestsDecode(t *testing.T) {
 	m := loadManifests(t)

@@ -54,7 +54,7 @@ const usage = `usage:
   sluice simulate [flags]          run policies against traffic on virtual time (see -h)
   sluice import scg FILE...        translate Spring Cloud Gateway's config (see -h)
   sluice version                   print the version (also --version)
-  sluice help                      print this list (also -h, --help)
+  sluice help [COMMAND]            print this list, or COMMAND's help (also -h, --help)
 
 -c is short for --config. Exit status: 0 ok, 1 failure or invalid config,
 2 usage error, 3 an import written but partial.
@@ -95,16 +95,29 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Stdout, versionLine())
 		return exitOK
 	case "help":
-		if len(args) > 0 {
-			fmt.Fprintf(env.Stderr, "sluice help: unexpected argument %q\n%s", args[0], usage)
-			return exitUsage
-		}
-		fmt.Fprint(env.Stdout, usage)
-		return exitOK
+		return runHelp(ctx, args, env)
 	default:
 		fmt.Fprintf(env.Stderr, "sluice: unknown command %q\n%s", cmd, usage)
 		return exitUsage
 	}
+}
+
+// runHelp runs `sluice help [COMMAND]`: the command list, or one command's
+// own help (what `sluice COMMAND --help` prints), on stdout with exit 0.
+func runHelp(ctx context.Context, args []string, env Env) int {
+	switch {
+	case len(args) == 0, len(args) == 1 && (args[0] == "help" || args[0] == "version"):
+		fmt.Fprint(env.Stdout, usage)
+		return exitOK
+	case len(args) == 1 && (args[0] == "serve" || args[0] == "check" || args[0] == "simulate" || args[0] == "import"),
+		len(args) == 2 && args[0] == "import" && args[1] == "scg":
+		return Run(ctx, []string{args[0], "--help"}, env)
+	case len(args) == 1:
+		fmt.Fprintf(env.Stderr, "sluice help: unknown command %q\n%s", args[0], usage)
+	default:
+		fmt.Fprintf(env.Stderr, "sluice help: unexpected argument %q\n%s", args[len(args)-1], usage)
+	}
+	return exitUsage
 }
 
 // configFlag parses "--config FILE" (also -c); def is the default file. It

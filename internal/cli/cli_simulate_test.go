@@ -8,7 +8,7 @@ import (
 )
 
 // TestSimulateCommand runs `sluice simulate --compare` on the boundary
-// pattern, issue 7's "done when": the fixed window admits 2L within one
+// pattern: the fixed window admits 2L within one
 // window, the sliding log never more than L.
 func TestSimulateCommand(t *testing.T) {
 	var out, errb bytes.Buffer

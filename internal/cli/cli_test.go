@@ -130,7 +130,7 @@ func TestServeReloadsAndStops(t *testing.T) {
 	os.WriteFile(path, []byte("routes: [\n"), 0o600)
 	sigs <- syscall.SIGHUP
 	sigs <- syscall.SIGHUP
-	// The reload log never repeats a password (issue 12 item 12).
+	// The reload log never repeats a password.
 	os.WriteFile(path, []byte("routes:\n  - {id: x, match: {path: /x}, upstream: \"http://u:S3CRET@127.0.0.1:1\"}\n"), 0o600)
 	sigs <- syscall.SIGHUP
 	sigs <- syscall.SIGHUP
@@ -168,7 +168,7 @@ func TestServeFailsOnBadConfigOrBusyPort(t *testing.T) {
 	}
 }
 
-// TestCLIConventions is issue 12 item 18: help on stdout with exit 0 in
+// TestCLIConventions: help on stdout with exit 0 in
 // every usual spelling, --version, --config shown with two dashes, and
 // exit 2 for every usage error, simulate's included.
 func TestCLIConventions(t *testing.T) {
@@ -182,6 +182,29 @@ func TestCLIConventions(t *testing.T) {
 		out, errOut, code := run(args...)
 		if code != 0 || errOut != "" || !strings.Contains(out, "--config FILE") || strings.Contains(out, "\n  -config") {
 			t.Errorf("sluice %s %s: exit %d, stdout %q, stderr %q; want help naming --config on stdout, exit 0", args[0], args[1], code, out, errOut)
+		}
+	}
+	// sluice help COMMAND prints what sluice COMMAND --help prints.
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "serve"}, "usage: sluice serve [--config FILE]"},
+		{[]string{"help", "check"}, "usage: sluice check [--config FILE]"},
+		{[]string{"help", "simulate"}, "sluice simulate"},
+		{[]string{"help", "import"}, "usage: sluice import scg"},
+		{[]string{"help", "import", "scg"}, "usage: sluice import scg"},
+		{[]string{"help", "version"}, "sluice version"},
+		{[]string{"help", "help"}, "sluice help [COMMAND]"},
+	} {
+		out, errOut, code := run(tt.args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, tt.want) {
+			t.Errorf("sluice %s: exit %d, stdout %.200q, stderr %.200q; want %q on stdout, exit 0", strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		}
+	}
+	for _, args := range [][]string{{"help", "frobnicate"}, {"help", "serve", "extra"}} {
+		if out, errOut, code := run(args...); code != exitUsage || out != "" || !strings.Contains(errOut, "usage") {
+			t.Errorf("sluice %s: exit %d, stdout %q, stderr %.200q; want exit 2 with usage on stderr", strings.Join(args, " "), code, out, errOut)
 		}
 	}
 	if out, _, code := run("--version"); code != 0 || !strings.HasPrefix(out, "sluice ") {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// TestServeLogs is issue 16 item 4's log section on a running server:
+// TestServeLogs checks the log section on a running server:
 // with format json every line of the process log and the access log is a
 // JSON object with time, level and msg; level warn drops the info lines of
 // the process log but not the access log's records; a reload applies a new

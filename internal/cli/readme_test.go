@@ -40,7 +40,7 @@ func TestREADMEConfigReference(t *testing.T) {
 	}
 }
 
-// TestLicense is issue 12 item 17: the repository carries the full Apache
+// TestLicense: the repository carries the full Apache
 // License 2.0 and the README names it.
 func TestLicense(t *testing.T) {
 	lic, err := os.ReadFile("../../LICENSE")

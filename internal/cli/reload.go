@@ -73,6 +73,7 @@ func (rl *reloader) watch(cfg *config.Config) (*watch.Watcher, error) {
 	}
 	w, err := watch.Start(watch.Options{
 		File:     rl.file,
+		Settle:   cfg.Reload.Settle,
 		OnChange: func() { rl.reload("file watch") }, //nolint:errcheck // reload logs and counts its failures
 		Logger:   rl.logs.log,
 	})

@@ -129,7 +129,7 @@ func TestSeed(t *testing.T) {
 	}
 }
 
-// TestBoundaryDefaultStep is issue 12 item 20: without --step, the boundary
+// TestBoundaryDefaultStep: without --step, the boundary
 // pattern's timeline steps by W/10 (or --spread), so the two bursts on each
 // side of the boundary show in rows of their own.
 func TestBoundaryDefaultStep(t *testing.T) {

@@ -50,7 +50,7 @@ func unitEntries(t *testing.T, path string) map[string]map[string][]string {
 	return units
 }
 
-// TestSystemdUnit checks deploy/systemd/sluice.service (issue 16 item 2):
+// TestSystemdUnit checks deploy/systemd/sluice.service:
 // it parses; ExecReload sends SIGHUP, the reload signal; ExecStart runs
 // `serve` with flags sluice accepts, checked by running `check` with the
 // same flags on a real config; TimeoutStopSec covers the default

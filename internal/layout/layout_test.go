@@ -3,8 +3,10 @@ package layout
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,8 +14,9 @@ import (
 const module = "github.com/sluice-gw/sluice"
 
 // allowed maps each package (relative to the module) to the module-internal
-// packages and third-party module prefixes it may import. It is STYLE.md's
-// layout table; change both together.
+// packages and third-party module prefixes it may import. It is the table of
+// docs/layout.md ("What may import what"); TestLayoutDoc keeps the two the
+// same, so change both together.
 var allowed = map[string][]string{
 	"ratelimit":                 {"ratelimit/internal/params"},
 	"ratelimit/internal/params": {},
@@ -86,7 +89,7 @@ func TestImportEdges(t *testing.T) {
 				continue
 			}
 			if !permitted(imp, rules) {
-				t.Errorf("%s imports %s, which STYLE.md's layout table does not allow", rel, imp)
+				t.Errorf("%s imports %s, which the layout table (docs/layout.md) does not allow", rel, imp)
 			}
 		}
 	}
@@ -95,6 +98,59 @@ func TestImportEdges(t *testing.T) {
 			t.Errorf("package %s is missing", core)
 		}
 	}
+}
+
+// TestLayoutDoc checks that docs/layout.md's import table has the rows of
+// allowed, no more and no fewer, each with the same imports.
+func TestLayoutDoc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "layout.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- layout-table: begin")
+	table, _, ok2 := strings.Cut(rest, "<!-- layout-table: end")
+	if !ok || !ok2 {
+		t.Fatal("docs/layout.md has no layout-table markers")
+	}
+	doc := map[string][]string{}
+	for line := range strings.SplitSeq(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		var imps []string
+		for imp := range strings.SplitSeq(cells[2], ",") {
+			if imp = strings.Trim(strings.TrimSpace(imp), "`"); imp != "" {
+				imps = append(imps, imp)
+			}
+		}
+		if _, dup := doc[name]; dup {
+			t.Errorf("docs/layout.md lists %s twice", name)
+		}
+		doc[name] = imps
+	}
+	for name, imps := range allowed {
+		got, ok := doc[name]
+		if !ok {
+			t.Errorf("docs/layout.md has no row for %s (the test's table allows %v)", name, imps)
+			continue
+		}
+		if !slices.Equal(sorted(got), sorted(imps)) {
+			t.Errorf("docs/layout.md's row for %s allows %v; the test's table allows %v", name, got, imps)
+		}
+	}
+	for name := range doc {
+		if _, ok := allowed[name]; !ok {
+			t.Errorf("docs/layout.md has a row for %s, which the test's table lacks", name)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }
 
 func permitted(imp string, rules []string) bool {

@@ -18,8 +18,11 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// DefaultDebounce is Options.Debounce's default.
-const DefaultDebounce = 500 * time.Millisecond
+// Defaults of Options.Debounce and Options.Settle.
+const (
+	DefaultDebounce = 500 * time.Millisecond
+	DefaultSettle   = 2 * time.Second
+)
 
 // Options configure a Watcher. File and OnChange are required.
 type Options struct {
@@ -30,6 +33,11 @@ type Options struct {
 	// an event before the file is read: a burst of events (an editor's
 	// save, a ConfigMap's swap) reads it once. Zero means DefaultDebounce.
 	Debounce time.Duration
+	// Settle is how long the file's size and modification time must stay
+	// the same, once the directories are quiet, before the file is read:
+	// a writer that pauses mid-file for less than Settle is never read
+	// half-written. Zero means DefaultSettle.
+	Settle time.Duration
 	// OnChange is called, on the watcher's goroutine, each time the file's
 	// content differs from what it was when last read (at Start, then after
 	// each burst). An event that leaves the content as it was calls
@@ -79,6 +87,9 @@ func newWatcher(o Options) *Watcher {
 	if o.Debounce <= 0 {
 		o.Debounce = DefaultDebounce
 	}
+	if o.Settle <= 0 {
+		o.Settle = DefaultSettle
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -98,12 +109,18 @@ func (w *Watcher) Close() error {
 	return err
 }
 
-// loop debounces events and checks the file after each quiet period.
+// loop debounces events, then waits for the file to settle, and checks it.
 func (w *Watcher) loop(events <-chan fsnotify.Event, errs <-chan error) {
 	defer close(w.done)
 	timer := time.NewTimer(w.o.Debounce)
 	timer.Stop()
 	defer timer.Stop()
+	// settling is the file's stat as first seen after the last quiet
+	// period, and since when it has been so.
+	var (
+		settling fileStat
+		since    time.Time
+	)
 	for {
 		select {
 		case <-w.stop:
@@ -121,6 +138,17 @@ func (w *Watcher) loop(events <-chan fsnotify.Event, errs <-chan error) {
 			w.o.Logger.Warn("watching the config file", "file", w.o.File, "error", err)
 			timer.Reset(w.o.Debounce)
 		case <-timer.C:
+			st := w.stat()
+			if st != settling || since.IsZero() {
+				settling, since = st, time.Now()
+				timer.Reset(w.o.Settle)
+				continue
+			}
+			if left := w.o.Settle - time.Since(since); left > 0 {
+				timer.Reset(left)
+				continue
+			}
+			since = time.Time{}
 			w.check()
 		}
 	}
@@ -172,6 +200,22 @@ func (w *Watcher) follow() {
 		}
 		w.dirs[d] = true
 	}
+}
+
+// fileStat is what a write to the file changes: its size and modification
+// time, or that it could not be read.
+type fileStat struct {
+	size, mtime int64 // mtime in nanoseconds since the Unix epoch
+	missing     bool
+}
+
+// stat returns the file's size and modification time (following symlinks).
+func (w *Watcher) stat() fileStat {
+	fi, err := os.Stat(w.o.File)
+	if err != nil {
+		return fileStat{missing: true}
+	}
+	return fileStat{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 }
 
 // read returns the SHA-256 of the file's content.

@@ -19,7 +19,7 @@ func TestDebounce(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "sluice.yaml")
 		write(t, file, "a")
 		var calls atomic.Int32
-		w := newWatcher(Options{File: file, Debounce: time.Second, OnChange: func() { calls.Add(1) }})
+		w := newWatcher(Options{File: file, Debounce: time.Second, Settle: time.Millisecond, OnChange: func() { calls.Add(1) }})
 		events, errs := make(chan fsnotify.Event), make(chan error)
 		go w.loop(events, errs)
 		defer w.Close()
@@ -32,7 +32,7 @@ func TestDebounce(t *testing.T) {
 		}
 
 		events <- fsnotify.Event{Name: file, Op: fsnotify.Write}
-		time.Sleep(time.Second + time.Millisecond)
+		time.Sleep(time.Second + 5*time.Millisecond)
 		step("an event that changes nothing", 0)
 
 		write(t, file, "b")
@@ -41,21 +41,21 @@ func TestDebounce(t *testing.T) {
 			time.Sleep(900 * time.Millisecond)
 		}
 		step("a burst still within the quiet period", 0)
-		time.Sleep(101 * time.Millisecond)
+		time.Sleep(105 * time.Millisecond)
 		step("a burst, then quiet", 1)
 
 		errs <- fsnotify.ErrEventOverflow // lost events: the file is checked
 		write(t, file, "c")
-		time.Sleep(time.Second + time.Millisecond)
+		time.Sleep(time.Second + 5*time.Millisecond)
 		step("an overflow, with the file changed", 2)
 
 		os.Remove(file)
 		events <- fsnotify.Event{Name: file, Op: fsnotify.Remove}
-		time.Sleep(time.Second + time.Millisecond)
+		time.Sleep(time.Second + 5*time.Millisecond)
 		step("the file removed", 2)
 		write(t, file, "c")
 		events <- fsnotify.Event{Name: file, Op: fsnotify.Create}
-		time.Sleep(time.Second + time.Millisecond)
+		time.Sleep(time.Second + 5*time.Millisecond)
 		step("the file back as it was", 2)
 	})
 }
@@ -181,5 +181,57 @@ func write(t *testing.T, file, content string) {
 	t.Helper()
 	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPausedWriterNeverReadHalf writes a file in two halves, 1.2 s apart,
+// as an editor or a script that does not rename might: with the default
+// Settle, the watcher reads it only once it is whole. The events and the
+// clock are real.
+func TestPausedWriterNeverReadHalf(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	write(t, file, "routes: []\n")
+	whole := "routes:\n  - id: a\n    match: {path: /a}\n    respond: {body: a}\n"
+	got := make(chan string, 4)
+	w, err := Start(Options{File: file, OnChange: func() {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- string(b)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(whole[:len(whole)/2]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // the writer's pause, shorter than Settle
+	if _, err := f.WriteString(whole[len(whole)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != whole {
+			t.Fatalf("OnChange saw %q, want the whole file %q", s, whole)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("OnChange never called for the rewritten file")
+	}
+	// A read of the half would have come first; none comes after.
+	select {
+	case s := <-got:
+		t.Errorf("OnChange called again, with %q", s)
+	case <-time.After(DefaultDebounce + DefaultSettle + 500*time.Millisecond):
 	}
 }
