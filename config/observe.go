@@ -77,7 +77,8 @@ type Reload struct {
 	// ConfigMap volume (its "..data" symlink is replaced) is seen; changes
 	// are debounced for half a second, and an event that leaves the file's
 	// content as it was reloads nothing. Changing watch takes effect at the
-	// next start.
+	// next start. The envoyproxy/ratelimit files of rls.envoy_config are
+	// watched too.
 	Watch bool `yaml:"watch"`
 }
 
