@@ -34,9 +34,10 @@ type Options struct {
 	Policy func(name string) *ratelimit.Policy
 	// Clock is the time of X-RateLimit-Reset; nil means the system clock.
 	Clock ratelimit.Clock
-	// Override, if not nil, is consulted for every matched limit with the
-	// domain's route and the descriptor's values (the admin API's per-key
-	// overrides); a policy whose Max is below the cost is ignored.
+	// Override, if not nil, is consulted for every matched limit but a ban
+	// (requests_per_unit 0) with the domain's route and the descriptor's
+	// values (the admin API's per-key overrides); a policy whose Max is
+	// below the cost is ignored.
 	Override func(ctx context.Context, route string, key []string) *ratelimit.Policy
 	// Observe, if not nil, is called once per decided request with a
 	// domain, after the decision, as [httplimit.Options.Observe] is: for
@@ -191,7 +192,7 @@ func (s *Service) resolve(ctx context.Context, dom *domain, req *rlsv3.RateLimit
 			continue
 		}
 		p := m.limit.policy
-		if s.o.Override != nil {
+		if s.o.Override != nil && !m.limit.banned {
 			if op := s.o.Override(ctx, dom.route, m.parts); op != nil && max(1, m.cost) <= op.Max() {
 				p = op
 			}
