@@ -78,7 +78,8 @@ type Reload struct {
 	// ConfigMap volume (its "..data" symlink is replaced) is seen; changes
 	// are debounced for half a second, and an event that leaves the file's
 	// content as it was reloads nothing. Changing watch takes effect at the
-	// next start.
+	// next start. The envoyproxy/ratelimit files of rls.envoy_config are
+	// watched too.
 	Watch bool `yaml:"watch"`
 	// Settle is how long a changed file's size and modification time must
 	// stay the same before the watch reads it, so that a file written in

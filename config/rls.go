@@ -22,9 +22,9 @@ type RLS struct {
 	// directories whose *.yaml and *.yml files are read (not recursively),
 	// relative to this file's directory. Each file is one domain: domain,
 	// descriptors (key, value, rate_limit {unit, requests_per_unit,
-	// unlimited, name, replaces}, shadow_mode, detailed_metric,
+	// unlimited, name, replaces}, shadow_mode, quota_mode, detailed_metric,
 	// value_to_metric, share_threshold, descriptors). They are read again on
-	// every reload.
+	// every reload, and watched with the config file under reload.watch.
 	EnvoyConfig []string `yaml:"envoy_config"`
 	// Domains are domains written here, in the same shape as an
 	// envoyproxy/ratelimit file, where a descriptor may give `policy: NAME`
@@ -75,13 +75,15 @@ type RLSDomain struct {
 // descriptor (a list of key/value entries) walks the tree one entry per
 // level; the node reached by its last entry decides, if it has a limit.
 // At each level an entry matches, first, a node with the same key and
-// value; then a node with the same key whose value has '*' wildcards ('*'
-// is any run of characters); then a node with the key and no value, which
-// keeps one budget per distinct value.
+// value; then a wildcard node, in file order: one whose value ends in '*'
+// matches every value that starts with what comes before the '*' (a '*'
+// anywhere else is an ordinary character), as envoyproxy/ratelimit
+// matches; then a node with the key and no value, which keeps one budget
+// per distinct value.
 type RLSDescriptor struct {
 	// Key is the entry's key. Required.
 	Key string `yaml:"key"`
-	// Value, if given, is the entry's value, or a pattern with '*'.
+	// Value, if given, is the entry's value, or a prefix followed by '*'.
 	Value string `yaml:"value"`
 	// Policy names a sluice policy for descriptors ending here (rls section
 	// only; at most one of Policy and RateLimit).
@@ -90,17 +92,20 @@ type RLSDescriptor struct {
 	// (second, minute, hour, day, week, month = 30 days, year = 365 days)
 	// admitting RequestsPerUnit, or Unlimited.
 	RateLimit *RLSRateLimit `yaml:"rate_limit"`
-	// ShadowMode counts and reports the limit but never denies.
+	// ShadowMode counts and reports the limit but never denies: a
+	// descriptor over it is OK.
 	ShadowMode bool `yaml:"shadow_mode"`
 	// DetailedMetric and ValueToMetric are accepted for compatibility;
 	// sluice's metrics never carry descriptor values (docs/envoy.md).
 	DetailedMetric bool `yaml:"detailed_metric"`
 	ValueToMetric  bool `yaml:"value_to_metric"`
 	// ShareThreshold makes every value a wildcard Value matches share one
-	// budget, instead of one budget per value. It needs a '*' in Value.
+	// budget, instead of one budget per value. Value must end in '*'.
 	ShareThreshold bool `yaml:"share_threshold"`
-	// QuotaMode is envoyproxy/ratelimit's quota mode, which sluice does not
-	// support; true is an error.
+	// QuotaMode, like ShadowMode, counts the limit and never denies; a
+	// descriptor over it is OK with limit_remaining 0 and no
+	// duration_until_reset, as envoyproxy/ratelimit answers. sluice sends
+	// no dynamic metadata (docs/envoy.md).
 	QuotaMode bool `yaml:"quota_mode"`
 	// Descriptors are the next level.
 	Descriptors []RLSDescriptor `yaml:"descriptors"`
@@ -110,7 +115,8 @@ type RLSDescriptor struct {
 type RLSRateLimit struct {
 	// Unit is second, minute, hour, day, week, month or year, in any case.
 	Unit string `yaml:"unit"`
-	// RequestsPerUnit is the window's limit, at least 1.
+	// RequestsPerUnit is the window's limit; 0 bans: every request that
+	// counts (hits_addend above 0) is over the limit.
 	RequestsPerUnit int64 `yaml:"requests_per_unit"`
 	// Unlimited makes descriptors ending here never limited; Unit must then
 	// be left out.
@@ -134,6 +140,16 @@ type RLSReplace struct {
 var RLSUnits = map[string]int64{
 	"second": 1, "minute": 60, "hour": 3600, "day": 86400,
 	"week": 7 * 86400, "month": 30 * 86400, "year": 365 * 86400,
+}
+
+// RLSMatchKey is the string envoyproxy/ratelimit matches a descriptor
+// node by: its key, then "_" and its value when it has one. A node whose
+// match key ends in '*' is a wildcard node.
+func RLSMatchKey(key, value string) string {
+	if value == "" {
+		return key
+	}
+	return key + "_" + value
 }
 
 // applyRLSDefaults fills in r's defaults.
@@ -228,11 +244,8 @@ func (v *validator) rlsDescriptors(p string, ds []RLSDescriptor, policies map[st
 		if rl := d.RateLimit; rl != nil {
 			v.rlsRateLimit(dp+".rate_limit", rl)
 		}
-		if d.ShareThreshold && !strings.Contains(d.Value, "*") {
-			v.errf(dp+".share_threshold", "needs a wildcard value (one with '*'), got %q", d.Value)
-		}
-		if d.QuotaMode {
-			v.errf(dp+".quota_mode", "quota mode is not supported by sluice (docs/envoy.md)")
+		if d.ShareThreshold && !strings.HasSuffix(RLSMatchKey(d.Key, d.Value), "*") {
+			v.errf(dp+".share_threshold", "needs a wildcard value (one ending in '*'), got %q", d.Value)
 		}
 		v.rlsDescriptors(dp, d.Descriptors, policies, own)
 	}
@@ -246,8 +259,8 @@ func (v *validator) rlsRateLimit(p string, rl *RLSRateLimit) {
 	case !rl.Unlimited && !unit:
 		v.errf(p+".unit", "invalid rate limit unit %q (allowed: second, minute, hour, day, week, month, year)", rl.Unit)
 	}
-	if !rl.Unlimited && (rl.RequestsPerUnit < 1 || rl.RequestsPerUnit > 1<<32-1) {
-		v.errf(p+".requests_per_unit", "must be from 1 to 4294967295, got %d", rl.RequestsPerUnit)
+	if !rl.Unlimited && (rl.RequestsPerUnit < 0 || rl.RequestsPerUnit > 1<<32-1) {
+		v.errf(p+".requests_per_unit", "must be from 0 (every request over the limit) to 4294967295, got %d", rl.RequestsPerUnit)
 	}
 	for j, r := range rl.Replaces {
 		rp := fmt.Sprintf("%s.replaces[%d].name", p, j)
@@ -310,7 +323,7 @@ func (w *yamlWriter) rlsDescriptors(n int, ds []RLSDescriptor) {
 		for _, f := range []struct {
 			name string
 			on   bool
-		}{{"shadow_mode", d.ShadowMode}, {"detailed_metric", d.DetailedMetric}, {"value_to_metric", d.ValueToMetric}, {"share_threshold", d.ShareThreshold}} {
+		}{{"shadow_mode", d.ShadowMode}, {"quota_mode", d.QuotaMode}, {"detailed_metric", d.DetailedMetric}, {"value_to_metric", d.ValueToMetric}, {"share_threshold", d.ShareThreshold}} {
 			if f.on {
 				w.kv(n+2, f.name, "true")
 			}
@@ -328,7 +341,7 @@ func rateLimitFlow(rl *RLSRateLimit) string {
 	if rl.Unit != "" {
 		parts = append(parts, "unit: "+quote(rl.Unit))
 	}
-	if rl.RequestsPerUnit != 0 {
+	if rl.RequestsPerUnit != 0 || !rl.Unlimited {
 		parts = append(parts, "requests_per_unit: "+strconv.FormatInt(rl.RequestsPerUnit, 10))
 	}
 	if rl.Unlimited {

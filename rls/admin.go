@@ -12,7 +12,8 @@ import (
 type Domain struct {
 	// Name is the domain; Route is [Route] of it.
 	Name, Route string
-	// Limits are the domain's limits (unlimited ones left out) with their
+	// Limits are the domain's limits (unlimited ones and bans, which keep
+	// no state, left out) with their
 	// state-key IDs. A limit's Key has one part per descriptor entry: const
 	// for an entry with a fixed value, a placeholder header part for the
 	// others, so that the admin API matches key parts as it does a route's.
@@ -29,7 +30,7 @@ func (s *Service) Domains() []Domain {
 		var ls []*limit
 		dv := Domain{Name: d.name, Route: d.route}
 		for _, l := range d.limits {
-			if l.policy == nil {
+			if l.policy == nil || l.banned {
 				continue
 			}
 			ls = append(ls, l)

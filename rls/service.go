@@ -34,9 +34,10 @@ type Options struct {
 	Policy func(name string) *ratelimit.Policy
 	// Clock is the time of X-RateLimit-Reset; nil means the system clock.
 	Clock ratelimit.Clock
-	// Override, if not nil, is consulted for every matched limit with the
-	// domain's route and the descriptor's values (the admin API's per-key
-	// overrides); a policy whose Max is below the cost is ignored.
+	// Override, if not nil, is consulted for every matched limit but a ban
+	// (requests_per_unit 0) with the domain's route and the descriptor's
+	// values (the admin API's per-key overrides); a policy whose Max is
+	// below the cost is ignored.
 	Override func(ctx context.Context, route string, key []string) *ratelimit.Policy
 	// Observe, if not nil, is called once per decided request with a
 	// domain, after the decision, as [httplimit.Options.Observe] is: for
@@ -191,7 +192,7 @@ func (s *Service) resolve(ctx context.Context, dom *domain, req *rlsv3.RateLimit
 			continue
 		}
 		p := m.limit.policy
-		if s.o.Override != nil {
+		if s.o.Override != nil && !m.limit.banned {
 			if op := s.o.Override(ctx, dom.route, m.parts); op != nil && max(1, m.cost) <= op.Max() {
 				p = op
 			}
@@ -215,15 +216,22 @@ func cost(req *rlsv3.RateLimitRequest, d *commonv3.RateLimitDescriptor) int64 {
 func (s *Service) decide(ctx context.Context, dom *domain, ms []match, resp *rlsv3.RateLimitResponse) (*rlsv3.RateLimitResponse, error) {
 	reqs := make([]ratelimit.Request, len(ms))
 	out := make([]ratelimit.Decision, len(ms))
+	var banned []bool
 	peek := false
 	for i := range ms {
 		reqs[i] = ms[i].req
 		if c := ms[i].cost; c == 0 || c > reqs[i].Policy.Max() {
 			peek = true
 		}
+		if ms[i].limit.banned {
+			if banned == nil {
+				banned = make([]bool, len(ms))
+			}
+			banned[i], peek = true, true
+		}
 	}
 	before := s.o.Clock.Now().Truncate(time.Microsecond)
-	admitted, err := s.evaluate(ctx, dom.store, reqs, out, peek)
+	admitted, err := s.evaluate(ctx, dom.store, reqs, out, peek, banned)
 	ev := httplimit.Event{Route: dom.route}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -268,11 +276,12 @@ func (s *Service) decide(ctx context.Context, dom *domain, ms []match, resp *rls
 }
 
 // evaluate decides reqs in one store call. With peek (some descriptor
-// only checks, hits_addend 0, or asks more than its policy can ever
-// admit) it first peeks at every limit: a check-only limit with nothing
-// left, or a cost above the policy's Max, denies the request without
-// consuming; otherwise the counted limits are evaluated.
-func (s *Service) evaluate(ctx context.Context, st ratelimit.Store, reqs []ratelimit.Request, out []ratelimit.Decision, peek bool) (bool, error) {
+// only checks, hits_addend 0, asks more than its policy can ever admit, or
+// is banned) it first peeks at every limit: a check-only limit with
+// nothing left, a cost above the policy's Max, or a banned limit
+// (banned[i], requests_per_unit 0) asked for more than 0 denies the
+// request without consuming; otherwise the counted limits are evaluated.
+func (s *Service) evaluate(ctx context.Context, st ratelimit.Store, reqs []ratelimit.Request, out []ratelimit.Decision, peek bool, banned []bool) (bool, error) {
 	if !peek {
 		return st.Evaluate(ctx, reqs, out)
 	}
@@ -288,6 +297,9 @@ func (s *Service) evaluate(ctx context.Context, st ratelimit.Store, reqs []ratel
 	var counted []int
 	for i, r := range reqs {
 		switch {
+		case banned != nil && banned[i]:
+			out[i] = bannedDecision(s.o.Clock.Now(), r)
+			denied = denied || !r.Shadow
 		case r.Cost > r.Policy.Max():
 			out[i].Allowed, out[i].RetryAfter = false, r.Policy.Period()
 			denied = denied || !r.Shadow
@@ -313,6 +325,16 @@ func (s *Service) evaluate(ctx context.Context, st ratelimit.Store, reqs []ratel
 		out[i] = subOut[j]
 	}
 	return admitted, nil
+}
+
+// bannedDecision is the decision of a banned limit (requests_per_unit 0)
+// at now: denied, a check (cost 0) too, as nothing is ever left, until the
+// end of the policy's window, aligned to the Unix epoch as
+// envoyproxy/ratelimit aligns it.
+func bannedDecision(now time.Time, r ratelimit.Request) ratelimit.Decision {
+	w := r.Policy.Period()
+	left := w - time.Duration(now.UnixNano()%int64(w))
+	return ratelimit.Decision{Reset: left, RetryAfter: left}
 }
 
 // storeDenied is the answer when the store could not decide and on_error
@@ -345,7 +367,15 @@ func descriptorStatus(m *match, p *ratelimit.Policy, d ratelimit.Decision, v rat
 	if r.multiplier > 1 {
 		ds.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
 	}
-	ds.LimitRemaining = uint32(min(max(0, d.Remaining), math.MaxUint32))
+	if v == ratelimit.Allowed {
+		// A limit over its budget reports none left, as envoyproxy/ratelimit
+		// does, even when a cost above the budget was refused whole.
+		ds.LimitRemaining = uint32(min(max(0, d.Remaining), math.MaxUint32))
+	}
+	if v == ratelimit.ShadowDenied && m.limit.quota {
+		// quota_mode: an over-limit status is reported without a reset.
+		return ds
+	}
 	ds.DurationUntilReset = durationpb.New(d.Reset)
 	return ds
 }

@@ -26,12 +26,14 @@ type domain struct {
 // node is one level of the descriptor tree.
 type node struct {
 	key, value string
-	wild       []string // value split on '*' when it holds one
-	share      bool     // share_threshold: one budget for every value wild matches
-	limit      *limit   // nil: no limit ends here
-	exact      map[[2]string]*node
-	keyOnly    map[string]*node
-	wildcards  []*node // in file order
+	// prefix is a wildcard node's match key (config.RLSMatchKey) without
+	// its final '*': an entry matches when its own match key starts with it.
+	prefix    string
+	share     bool   // share_threshold: one budget for every value prefix matches
+	limit     *limit // nil: no limit ends here
+	exact     map[[2]string]*node
+	keyOnly   map[string]*node
+	wildcards []*node // in file order
 }
 
 // limit is the limit of one node.
@@ -39,8 +41,12 @@ type limit struct {
 	id        string // the node's path in the tree, unique in its domain
 	policy    *ratelimit.Policy
 	unlimited bool
-	generated bool // policy was made from a rate_limit block
-	shadow    bool
+	// banned is requests_per_unit 0: every descriptor that counts is over
+	// the limit, and policy (a window of the unit) is never asked.
+	banned    bool
+	generated bool   // policy was made from a rate_limit block
+	shadow    bool   // shadow_mode or quota_mode: never denies
+	quota     bool   // quota_mode: an over-limit status has no duration_until_reset
 	name      string // rate_limit.name, or the policy's name
 	replaces  []string
 	// current is the current_limit reported for the limit's own policy.
@@ -88,9 +94,9 @@ func (dom *domain) add(n *node, ds []config.RLSDescriptor, path string, key http
 			id = path + "." + id
 		}
 		part := httplimit.KeyPart{Source: httplimit.SourceHeader, Name: "Descriptor-" + c.Key}
-		switch {
-		case strings.Contains(c.Value, "*"):
-			child.wild = strings.Split(c.Value, "*")
+		switch mk := config.RLSMatchKey(c.Key, c.Value); {
+		case strings.HasSuffix(mk, "*"):
+			child.prefix = strings.TrimSuffix(mk, "*")
 			n.wildcards = append(n.wildcards, child)
 			if c.ShareThreshold {
 				part = httplimit.KeyPart{Source: httplimit.SourceConst, Name: c.Value}
@@ -122,7 +128,7 @@ func (dom *domain) add(n *node, ds []config.RLSDescriptor, path string, key http
 
 // limitOf returns the limit configured on c, or nil.
 func (dom *domain) limitOf(c *config.RLSDescriptor, id string, key httplimit.Key, policy func(string) *ratelimit.Policy) (*limit, error) {
-	l := &limit{id: id, shadow: c.ShadowMode, key: key}
+	l := &limit{id: id, shadow: c.ShadowMode || c.QuotaMode, quota: c.QuotaMode && !c.ShadowMode, key: key}
 	switch {
 	case c.Policy != "":
 		l.policy = policy(c.Policy)
@@ -136,14 +142,15 @@ func (dom *domain) limitOf(c *config.RLSDescriptor, id string, key httplimit.Key
 	case c.RateLimit != nil:
 		rl := c.RateLimit
 		secs := config.RLSUnits[strings.ToLower(rl.Unit)]
+		// A ban's policy only gives the window: it is never asked.
 		p, err := ratelimit.NewPolicy(ratelimit.PolicyConfig{
 			Name: dom.name + "." + id, Algorithm: ratelimit.FixedWindow,
-			Limit: rl.RequestsPerUnit, Window: time.Duration(secs) * time.Second,
+			Limit: max(1, rl.RequestsPerUnit), Window: time.Duration(secs) * time.Second,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("descriptor %s: %w", id, err)
 		}
-		l.policy, l.name, l.generated = p, rl.Name, true
+		l.policy, l.name, l.generated, l.banned = p, rl.Name, true, rl.RequestsPerUnit == 0
 		l.current = reportedLimit{requestsPerUnit: uint32(rl.RequestsPerUnit), unitSeconds: secs, multiplier: 1, name: rl.Name}
 	default:
 		return nil, nil
@@ -184,8 +191,9 @@ func reported(p *ratelimit.Policy) reportedLimit {
 
 // match finds the limit for a descriptor's entries, as envoyproxy/ratelimit
 // does: the node reached by the last entry decides; at each level an exact
-// key and value comes first, then a wildcard value in file order, then the
-// key alone. parts receives the key parts (each entry's value, or the
+// key and value comes first, then a wildcard node in file order (the
+// entry's key_value starts with the node's match key before its '*'), then
+// the key alone. parts receives the key parts (each entry's value, or the
 // pattern of a share_threshold node). It returns nil when no limit ends
 // where the entries do.
 func (dom *domain) match(entries []*commonv3.RateLimitDescriptor_Entry, parts []string) (*limit, []string) {
@@ -194,8 +202,9 @@ func (dom *domain) match(entries []*commonv3.RateLimitDescriptor_Entry, parts []
 		key, value := e.GetKey(), e.GetValue()
 		next := n.exact[[2]string{key, value}]
 		if next == nil {
+			mk := key + "_" + value
 			for _, w := range n.wildcards {
-				if w.key == key && wildcardMatch(w.wild, value) {
+				if strings.HasPrefix(mk, w.prefix) {
 					next = w
 					break
 				}
@@ -218,22 +227,4 @@ func (dom *domain) match(entries []*commonv3.RateLimitDescriptor_Entry, parts []
 		n = next
 	}
 	return nil, parts
-}
-
-// wildcardMatch reports whether value matches the pattern split on '*':
-// each '*' stands for any run of bytes, possibly empty.
-func wildcardMatch(parts []string, value string) bool {
-	first, last := parts[0], parts[len(parts)-1]
-	if !strings.HasPrefix(value, first) {
-		return false
-	}
-	rest := value[len(first):]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(rest, p)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len(p):]
-	}
-	return strings.HasSuffix(rest, last)
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
@@ -25,6 +27,8 @@ type reloader struct {
 	// deps are the Deps every gateway of the process is built with
 	// (Previous and Registry are filled in per reload).
 	deps gateway.Deps
+	// watches are reload.watch's watchers, nil when it is off.
+	watches *watchSet
 }
 
 // reload loads the file and swaps the gateway built from it in. by names
@@ -55,6 +59,9 @@ func (rl *reloader) reload(by string) (gateway.ReloadResult, error) {
 	}
 	rl.srv.Swap(g)
 	g.RecordReload(true)
+	if rl.watches != nil {
+		rl.watches.update(watchPaths(rl.file, cfg))
+	}
 	rl.logs.apply(cfg.Log)
 	log.Info("config reloaded", "file", rl.file, "by", by, "routes", len(cfg.Routes))
 	return gateway.ReloadResult{File: rl.file, Routes: len(cfg.Routes)}, nil
@@ -65,23 +72,118 @@ func (rl *reloader) adminReload(context.Context) (gateway.ReloadResult, error) {
 	return rl.reload("admin API")
 }
 
-// watch starts reload.watch's watcher on the file, or returns nil when the
-// configuration does not ask for one.
-func (rl *reloader) watch(cfg *config.Config) (*watch.Watcher, error) {
+// watch starts reload.watch's watchers on the config file and on the
+// envoyproxy/ratelimit files its rls section read, or returns nil when the
+// configuration does not ask for them. After each reload the watched files
+// follow the new configuration.
+func (rl *reloader) watch(cfg *config.Config) (*watchSet, error) {
 	if !cfg.Reload.Watch {
 		return nil, nil
 	}
-	w, err := watch.Start(watch.Options{
-		File:     rl.file,
-		Settle:   cfg.Reload.Settle,
-		OnChange: func() { rl.reload("file watch") }, //nolint:errcheck // reload logs and counts its failures
-		Logger:   rl.logs.log,
-	})
+	// Under the reload lock, from the configuration in force: a reload
+	// through the admin API may already have replaced cfg. A failure is
+	// cleaned up after the lock is released, as a watcher that saw a
+	// change is waiting for it.
+	rl.mu.Lock()
+	ws := &watchSet{log: rl.logs.log, byPath: map[string]*watch.Watcher{}, settle: cfg.Reload.Settle,
+		onChange: func() { rl.reload("file watch") }} //nolint:errcheck // reload logs and counts its failures
+	var err error
+	for _, p := range watchPaths(rl.file, rl.srv.Gateway().Config()) {
+		if err = ws.add(p); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		rl.watches = ws
+	}
+	n := len(ws.byPath)
+	rl.mu.Unlock()
 	if err != nil {
+		ws.Close() //nolint:errcheck // err says what went wrong
 		return nil, err
 	}
-	rl.logs.log.Info("watching the config file for changes", "file", rl.file)
-	return w, nil
+	rl.logs.log.Info("watching the config file for changes", "file", rl.file, "files", n)
+	return ws, nil
+}
+
+// watchPaths returns the files reload.watch follows for cfg, read from
+// file: the config file, then each envoyproxy/ratelimit file of
+// rls.envoy_config (those of a directory as they were when it was read).
+func watchPaths(file string, cfg *config.Config) []string {
+	paths := []string{file}
+	if cfg.RLS == nil {
+		return paths
+	}
+	for _, d := range cfg.RLS.AllDomains() {
+		if d.File != "" && !slices.Contains(paths, d.File) {
+			paths = append(paths, d.File)
+		}
+	}
+	return paths
+}
+
+// watchSet is a watcher per watched file; each change reloads. It is safe
+// for concurrent use.
+type watchSet struct {
+	log      *slog.Logger
+	settle   time.Duration // reload.settle at start
+	onChange func()
+	mu       sync.Mutex
+	byPath   map[string]*watch.Watcher
+	closed   bool
+	closing  sync.WaitGroup // watchers of files no longer watched, closing
+}
+
+// add starts watching path.
+func (ws *watchSet) add(path string) error {
+	w, err := watch.Start(watch.Options{File: path, Settle: ws.settle, OnChange: ws.onChange, Logger: ws.log})
+	if err != nil {
+		return err
+	}
+	ws.byPath[path] = w
+	return nil
+}
+
+// update watches paths and stops watching the other files. A file that
+// cannot be watched is logged and left out. A watcher stops in the
+// background: it may be the one whose change is being reloaded.
+func (ws *watchSet) update(paths []string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return
+	}
+	want := map[string]bool{}
+	for _, p := range paths {
+		want[p] = true
+		if ws.byPath[p] != nil {
+			continue
+		}
+		if err := ws.add(p); err != nil {
+			ws.log.Warn("reload.watch: cannot watch a file of the config", "file", p, "error", err)
+		}
+	}
+	for p, w := range ws.byPath {
+		if !want[p] {
+			delete(ws.byPath, p)
+			ws.closing.Go(func() { w.Close() }) //nolint:errcheck // nothing to do about it
+		}
+	}
+}
+
+// Close stops every watcher and waits until none is calling onChange.
+func (ws *watchSet) Close() error {
+	ws.mu.Lock()
+	ws.closed = true
+	all := ws.byPath
+	ws.byPath = nil
+	ws.mu.Unlock()
+	var errs []error
+	for _, w := range all {
+		errs = append(errs, w.Close())
+	}
+	ws.closing.Wait()
+	return errors.Join(errs...)
 }
 
 // logs are the process's loggers, built from the log section.

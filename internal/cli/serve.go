@@ -54,7 +54,7 @@ func runServe(ctx context.Context, args []string, env Env) int {
 	log.Info("config loaded", "file", file, "routes", len(cfg.Routes), "store", cfg.Store.Type)
 	w, err := rl.watch(cfg)
 	if err != nil {
-		log.Error("reload.watch: cannot watch the config file", "file", file, "error", err)
+		log.Error("reload.watch: cannot watch the config files", "file", file, "error", err)
 		shutdown(srv, log)
 		return exitError
 	}
