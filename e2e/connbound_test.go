@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -86,7 +87,9 @@ routes:
 	served := answers[200]
 	t.Logf("RSS %d KiB before, peak %d KiB with %d idle connections held (%d KiB per connection); answers: %v",
 		before>>10, peak>>10, served, (peak-before)/max(served, 1)>>10, answers)
-	if peak > rssLimit {
+	if os.Getenv("SLUICE_E2E_RACE") == "1" {
+		t.Log("not checking the resident set of a race-enabled build")
+	} else if peak > rssLimit {
 		t.Errorf("RSS %d MiB with %d connections opened, want under %d MiB", peak>>20, conns, rssLimit>>20)
 	}
 	if served > maxConns || served+answers[503] != conns {
