@@ -117,8 +117,8 @@ const refuseWriteTimeout = time.Second
 // still sends for a moment (lingerConn), so that the client reads the
 // answer rather than a reset.
 func (l *connLimit) refuse(c net.Conn, status int, detail string) {
-	if now := time.Now().UnixNano(); now-l.lastWarn.Load() > int64(time.Minute) {
-		l.lastWarn.Store(now)
+	now, last := time.Now().UnixNano(), l.lastWarn.Load()
+	if now-last > int64(time.Minute) && l.lastWarn.CompareAndSwap(last, now) {
 		l.log.Warn("refusing public connections over their bound", "status", status, "detail", detail)
 	}
 	body := httplimit.ProblemBody(status, detail)

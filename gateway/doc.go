@@ -50,4 +50,10 @@
 // Host and every header as sent in HTTP/1.1) and answers 431 itself. Only
 // header blocks beyond that get Go's plain-text 431; the server never
 // buffers more than about twice the bound for a connection's headers.
+//
+// Connections: the public listener holds at most server.max_conns open
+// connections, and at most server.max_conns_per_ip from one address when
+// set (connlimit.go). The bound sits on the listener, below the engine: a
+// connection past it is answered 503 (429 past the per-address bound) in
+// problem+json and closed before the engine sees it.
 package gateway
