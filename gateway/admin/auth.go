@@ -38,8 +38,8 @@ type Logins struct {
 	// owed holds each address's forgiven-at time; at most adminLoginKeys.
 	owed map[string]time.Time
 	// shared is the overflow budget of the addresses owed had no room
-	// for. It counts their failures only: an address is never refused its
-	// right token by it, since one client cannot fill it for another.
+	// for. It counts and refuses their failures only, never the right
+	// token, so that the addresses sharing it cannot lock one another out.
 	shared time.Time
 	swept  time.Time // last removal of forgiven entries from a full owed
 }
