@@ -83,6 +83,17 @@ type Server struct {
 	// request gets 431. Default 16384 (16 KiB; docs/operations.md,
 	// "Answers sluice gives itself").
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConns bounds the connections the public listener holds open at
+	// once; past it, a new connection is answered 503 (problem+json,
+	// Retry-After: 1) and closed. Default 4096: each open connection costs
+	// memory (docs/operations.md, "Connections"). Takes effect on restart.
+	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerIP bounds the public connections open at once from one
+	// client address (IPv6 grouped by /64); past it, a new connection is
+	// answered 429 and closed. Default 0: no bound per address, because
+	// clients behind a proxy, load balancer or ingress all share its
+	// address. Takes effect on restart.
+	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
 	// AccessLog configures the access log (default off); see [AccessLog].
 	AccessLog AccessLog `yaml:"access_log"`
 }

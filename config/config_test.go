@@ -65,7 +65,7 @@ policies:
 `, nil)
 	want := Server{
 		Listen: "127.0.0.1:8080", ShutdownTimeout: 15 * time.Second,
-		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16384,
+		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16384, MaxConns: 4096,
 	}
 	if diff := cmp.Diff(want, c.Server); diff != "" {
 		t.Errorf("server defaults (-want +got):\n%s", diff)

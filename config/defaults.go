@@ -13,6 +13,7 @@ const (
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultMaxHeaderBytes    = 16 << 10
+	DefaultMaxConns          = 4096
 	DefaultAdminListen       = "127.0.0.1:9090"
 	DefaultStorePrefix       = "sluice"
 	DefaultStoreTimeout      = 50 * time.Millisecond
@@ -40,6 +41,7 @@ func ApplyDefaults(c *Config) {
 	setDefault(&s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&s.MaxConns, DefaultMaxConns)
 
 	setDefault(&c.Admin.Listen, DefaultAdminListen)
 	observeDefaults(c)

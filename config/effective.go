@@ -31,6 +31,8 @@ func (c *Config) Effective() string {
 	w.kv(1, "write_timeout", duration(s.WriteTimeout))
 	w.kv(1, "idle_timeout", duration(s.IdleTimeout))
 	w.kv(1, "max_header_bytes", strconv.Itoa(s.MaxHeaderBytes))
+	w.kv(1, "max_conns", strconv.Itoa(s.MaxConns))
+	w.kv(1, "max_conns_per_ip", strconv.Itoa(s.MaxConnsPerIP))
 	w.kv(1, "access_log", accessLogFlow(s.AccessLog))
 
 	w.line(0, "admin:")

@@ -134,6 +134,7 @@ func (v *validator) explicitZeros(c *Config) {
 	positive("server.idle_timeout", c.Server.IdleTimeout)
 	positive("reload.settle", c.Reload.Settle)
 	zero("server.max_header_bytes", c.Server.MaxHeaderBytes == 0, "must be at least 1, got 0 (leave it out for 16384)")
+	zero("server.max_conns", c.Server.MaxConns == 0, "must be at least 1, got 0 (leave it out for "+strconv.Itoa(DefaultMaxConns)+")")
 	zero("admin.listen", c.Admin.Listen == "", "is empty; give host:port (leave it out for "+DefaultAdminListen+")")
 	zero("store.type", c.Store.Type == "", `is empty (allowed: memory, redis)`)
 	zero("store.prefix", c.Store.Prefix == "", `is empty (leave it out for "sluice")`)
@@ -215,6 +216,12 @@ func (v *validator) server(s *Server) {
 	}
 	if s.MaxHeaderBytes < 0 || s.MaxHeaderBytes > 64<<20 {
 		v.errf("server.max_header_bytes", "must be from 1 to %d (64 MiB), got %d", 64<<20, s.MaxHeaderBytes)
+	}
+	if s.MaxConns < 0 {
+		v.errf("server.max_conns", "must be at least 1, got %d", s.MaxConns)
+	}
+	if s.MaxConnsPerIP < 0 {
+		v.errf("server.max_conns_per_ip", "must be 0 (no bound) or more, got %d", s.MaxConnsPerIP)
 	}
 	for i, t := range s.TrustedProxies {
 		if _, ok := parsePrefix(t); !ok {

@@ -1,7 +1,13 @@
 package gateway
 
 import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +122,86 @@ func TestAdminLoginFailuresSurviveReload(t *testing.T) {
 	if code, _ := adminCall(g2, "192.0.2.7:4000", "Bearer tok"); code != 429 {
 		t.Errorf("after a reload, the limited client = %d, want 429", code)
 	}
+}
+
+// TestAdminLoginOverflowSparesTheRightToken (issue 27, item 4): clients
+// from more source addresses than the login table tracks (4,096) send
+// wrong tokens over real connections, so that failures from the last ones
+// share the overflow budget and use it up. The overflow budget still
+// refuses their failures, but an operator at one more address with the
+// right token gets in. The clock stands still, so that no failure is
+// forgiven however long the 4,400 connections take.
+func TestAdminLoginOverflowSparesTheRightToken(t *testing.T) {
+	clock := kit.NewManualClock(time.Unix(1764100000, 0))
+	g, err := New(adminConfig(), Deps{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	front := httptest.NewServer(g.admin)
+	defer front.Close()
+	const attackers = 4400
+	peer := func(i int) string { return fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250) }
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, attackers)
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				code, err := adminDial(front.Listener.Addr().String(), peer(i), "Bearer wrong-token")
+				switch {
+				case err != nil:
+					errs <- err
+				case code == 429:
+					refused.Add(1)
+				case code != 401:
+					errs <- fmt.Errorf("wrong token from %s = %d, want 401 or 429", peer(i), code)
+				}
+			}
+		})
+	}
+	for i := range attackers {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// 4,096 addresses have budgets of their own; the rest share the
+	// overflow budget, which takes adminLoginBurst failures.
+	if want := int64(attackers - 4096 - adminLoginBurst); refused.Load() != want {
+		t.Errorf("%d of the failures from %d addresses were refused, want %d (past the table and the overflow budget)", refused.Load(), attackers, want)
+	}
+	operator := peer(attackers + 1)
+	if code, err := adminDial(front.Listener.Addr().String(), operator, "Bearer tok"); err != nil || code != 200 {
+		t.Errorf("the right token from %s after the table filled = %d (%v), want 200", operator, code, err)
+	}
+	if code, err := adminDial(front.Listener.Addr().String(), operator, "Bearer wrong-token"); err != nil || code != 429 {
+		t.Errorf("a wrong token from %s after the overflow budget ran out = %d (%v), want 429", operator, code, err)
+	}
+}
+
+// adminDial sends GET /admin/v1/stats to addr over a new connection from
+// the loopback address local, with the Authorization header auth, and
+// returns the status.
+func adminDial(addr, local, auth string) (int, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET /admin/v1/stats HTTP/1.1\r\nHost: sluice\r\nAuthorization: %s\r\nConnection: close\r\n\r\n", auth); err != nil {
+		return 0, err
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	return res.StatusCode, nil
 }

@@ -61,4 +61,10 @@
 // configured bound exactly; a header block beyond the buffer gets the same
 // JSON 431 from the engine's error handler. A connection never makes the
 // server buffer more than about twice the bound for its headers.
+//
+// Connections: the public listener holds at most server.max_conns open
+// connections, and at most server.max_conns_per_ip from one address when
+// set (connlimit.go). The bound sits on the listener, below the engine: a
+// connection past it is answered 503 (429 past the per-address bound) in
+// problem+json and closed before the engine sees it.
 package gateway

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/config"
 )
 
 // newPublicServer returns the public listener's server: fasthttp, streaming
@@ -27,7 +29,11 @@ import (
 // read_timeout, counted from the request's start, or lifts it.
 func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logger) *publicServer {
 	sc := g.cfg.Server
-	ps := &publicServer{conns: make(map[net.Conn]struct{})}
+	maxConns := sc.MaxConns
+	if maxConns <= 0 {
+		maxConns = config.DefaultMaxConns
+	}
+	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: newConnLimit(maxConns, sc.MaxConnsPerIP, log)}
 	readTimeout := sc.ReadTimeout
 	headerTimeout := sc.ReadHeaderTimeout
 	if headerTimeout <= 0 || readTimeout > 0 && readTimeout < headerTimeout {
@@ -77,6 +83,7 @@ func headerTooLarge(bound int) string {
 // publicServer is the public fasthttp server with its open connections.
 type publicServer struct {
 	*fasthttp.Server
+	limit *connLimit // server.max_conns and server.max_conns_per_ip
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
@@ -127,24 +134,58 @@ func engineError(ctx *fasthttp.RequestCtx, err error, bound int) {
 	}
 }
 
-// Serve serves the public listener ln; its connections close gracefully
-// (lingerConn).
+// Serve serves the public listener ln within its connection bounds; its
+// connections close gracefully (lingerConn).
 func (ps *publicServer) Serve(ln net.Listener) error {
-	return ps.Server.Serve(lingerListener{ln})
+	return ps.Server.Serve(lingerListener{Listener: ln, limit: ps.limit})
 }
 
-// lingerListener accepts connections that close gracefully.
-type lingerListener struct{ net.Listener }
+// lingerListener accepts connections that close gracefully, within limit:
+// a connection past it is refused here, and one accepted gives its room
+// back when it is closed.
+type lingerListener struct {
+	net.Listener
+	limit *connLimit
+}
 
 func (l lingerListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		release, status, detail := l.limit.take(c)
+		if release == nil {
+			go l.limit.refuse(wrapConn(c, nil), status, detail)
+			continue
+		}
+		return wrapConn(c, release), nil
 	}
+}
+
+// wrapConn returns c closing gracefully when it is TCP, calling done (if
+// not nil) once it is closed.
+func wrapConn(c net.Conn, done func()) net.Conn {
 	if tc, ok := c.(*net.TCPConn); ok {
-		return &lingerConn{TCPConn: tc}, nil
+		return &lingerConn{TCPConn: tc, done: done}
 	}
-	return c, nil
+	if done == nil {
+		return c
+	}
+	return &doneConn{Conn: c, done: done}
+}
+
+// doneConn calls done once it is closed.
+type doneConn struct {
+	net.Conn
+	once sync.Once
+	done func()
+}
+
+func (c *doneConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.done)
+	return err
 }
 
 // lingerTime bounds how long a closed connection still reads what the
@@ -156,24 +197,36 @@ const lingerTime = 500 * time.Millisecond
 // does: a client still writing a request the server answered early (a 431
 // to an oversize header block, say) then reads the answer instead of a
 // connection reset.
+//
+// done, if not nil, is called once the connection is closed for good (after
+// the linger), so that a connection bound counts lingering sockets too.
 type lingerConn struct {
 	*net.TCPConn
 	once sync.Once
+	done func()
 }
 
 func (c *lingerConn) Close() error {
 	c.once.Do(func() {
 		if c.TCPConn.CloseWrite() != nil {
-			c.TCPConn.Close()
+			c.closed()
 			return
 		}
 		go func() {
 			c.TCPConn.SetReadDeadline(time.Now().Add(lingerTime)) //nolint:errcheck // the read below ends either way
 			io.Copy(io.Discard, io.LimitReader(c.TCPConn, 1<<20)) //nolint:errcheck // draining
-			c.TCPConn.Close()
+			c.closed()
 		}()
 	})
 	return nil
+}
+
+// closed closes the socket and calls done.
+func (c *lingerConn) closed() {
+	c.TCPConn.Close()
+	if c.done != nil {
+		c.done()
+	}
 }
 
 // unsupportedCoding reports whether the engine refused a request for its

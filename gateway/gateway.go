@@ -201,9 +201,8 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 	g.stats = admin.NewStats(ids)
 	if p := deps.Previous; p != nil && p.logins != nil {
 		g.logins = p.logins.TakeOver()
-	} else if g.logins, err = admin.NewLogins(deps.Clock); err != nil {
-		g.store.release()
-		return nil, fmt.Errorf("gateway: admin login limit: %w", err)
+	} else {
+		g.logins = admin.NewLogins(deps.Clock)
 	}
 	g.admin = g.adminHandler()
 	return g, nil
@@ -417,7 +416,6 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.ups.close()
-	g.logins.Close()
 	g.closeTracer()
 	return g.store.release()
 }

@@ -30,9 +30,10 @@ func rlsListen(c *config.Config) string {
 // safe for concurrent use. The public listener runs on fasthttp (the data
 // path: Gateway.servePublic), the admin listener on net/http.
 //
-// The listeners and the server timeouts come from the first gateway's
-// configuration; a reload that changes server.listen, admin.listen or a
-// server timeout is logged and takes effect only after a restart.
+// The listeners, the server timeouts and the connection bounds come from
+// the first gateway's configuration; a reload that changes server.listen,
+// admin.listen, a server timeout, server.max_conns or
+// server.max_conns_per_ip is logged and takes effect only after a restart.
 type Server struct {
 	log     *slog.Logger
 	cur     atomic.Pointer[Gateway]
@@ -164,6 +165,9 @@ func (s *Server) Swap(g *Gateway) {
 	if oc.Server.ReadHeaderTimeout != nc.Server.ReadHeaderTimeout || oc.Server.ReadTimeout != nc.Server.ReadTimeout ||
 		oc.Server.WriteTimeout != nc.Server.WriteTimeout || oc.Server.IdleTimeout != nc.Server.IdleTimeout {
 		s.log.Warn("server timeouts changed; restart sluice to apply")
+	}
+	if oc.Server.MaxConns != nc.Server.MaxConns || oc.Server.MaxConnsPerIP != nc.Server.MaxConnsPerIP {
+		s.log.Warn("connection bounds changed; restart sluice to apply", "server.max_conns", nc.Server.MaxConns, "server.max_conns_per_ip", nc.Server.MaxConnsPerIP)
 	}
 	s.retired.Add(1)
 	go func() {

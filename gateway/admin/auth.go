@@ -1,72 +1,129 @@
 package admin
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
-	"github.com/sluice-gw/sluice/store/memory"
 )
 
-// Failed admin logins are limited per client address with sluice's own
-// token bucket: adminLoginBurst wrong tokens at once, then one more every
-// adminLoginRefill. See docs/operations.md, "The admin listener".
+// Failed admin logins are limited per client address: adminLoginBurst
+// wrong tokens at once, then one more every adminLoginRefill. See
+// docs/operations.md, "The admin listener".
 const (
 	adminLoginBurst  = 10
 	adminLoginRefill = 6 * time.Second
-	// adminLoginKeys bounds the addresses tracked at once; past it, new
-	// addresses share one budget (the memory store's overflow).
+	// adminLoginKeys bounds the addresses with failures tracked at once;
+	// past it, failures from new addresses share one overflow budget.
 	adminLoginKeys = 4096
 )
 
 // Logins limits failed admin logins per client address. It is safe for
 // concurrent use, and it is handed from a gateway to the one that replaces
 // it on reload (TakeOver), so a reload forgives no failure.
+//
+// Each budget is a GCRA: the time at which all its failures are forgiven.
+// Only failures create or advance one; an address whose failures are all
+// forgiven holds no entry.
 type Logins struct {
-	store   *memory.Store
-	limiter *ratelimit.Limiter
-	handed  atomic.Bool // taken over by the next gateway: do not close
+	clock ratelimit.Clock
+	mu    sync.Mutex
+	// owed holds each address's forgiven-at time; at most adminLoginKeys.
+	owed map[string]time.Time
+	// shared is the overflow budget of the addresses owed had no room
+	// for. It counts and refuses their failures only, never the right
+	// token, so that the addresses sharing it cannot lock one another out.
+	shared time.Time
+	swept  time.Time // last removal of forgiven entries from a full owed
 }
 
 // NewLogins returns a login limiter on clock (nil: the system clock).
-func NewLogins(clock ratelimit.Clock) (*Logins, error) {
-	st, err := memory.New(memory.Options{Clock: clock, Shards: 16, MaxKeys: adminLoginKeys})
-	if err != nil {
-		return nil, err
+func NewLogins(clock ratelimit.Clock) *Logins {
+	if clock == nil {
+		clock = ratelimit.SystemClock{}
 	}
-	p, err := ratelimit.NewPolicy(ratelimit.PolicyConfig{Name: "admin-login", Algorithm: ratelimit.TokenBucket,
-		Capacity: adminLoginBurst, Rate: float64(time.Second) / float64(adminLoginRefill)})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	l, err := ratelimit.NewLimiter(p, st)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return &Logins{store: st, limiter: l}, nil
+	return &Logins{clock: clock, owed: make(map[string]time.Time)}
 }
 
-// TakeOver returns lg for the gateway that replaces the one holding it:
-// the old one's Close then leaves it running.
-func (lg *Logins) TakeOver() *Logins {
-	lg.handed.Store(true)
-	return lg
+// TakeOver returns lg for the gateway that replaces the one holding it.
+func (lg *Logins) TakeOver() *Logins { return lg }
+
+// loginsSpan is the time a full budget of failures takes to be forgiven.
+const loginsSpan = adminLoginBurst * adminLoginRefill
+
+// locked returns how long a budget forgiven at tat refuses a failure at
+// now: zero when it takes one more.
+func locked(tat, now time.Time) time.Duration {
+	if !tat.After(now) { // also a zero tat, whose Sub would saturate
+		return 0
+	}
+	return max(0, tat.Sub(now)-(loginsSpan-adminLoginRefill))
 }
 
-// Close stops the limiter unless a newer gateway took it over.
-func (lg *Logins) Close() {
-	if !lg.handed.Load() {
-		lg.store.Close()
+// charge counts a failure at now against a budget forgiven at *tat; it
+// returns how long the budget refuses it (zero: counted).
+func charge(tat *time.Time, now time.Time) time.Duration {
+	if d := locked(*tat, now); d > 0 {
+		return d
+	}
+	*tat = later(*tat, now).Add(adminLoginRefill)
+	return 0
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// check decides a request to /admin/ from address key at now that
+// presented a wrong token (failed) or not; it returns how long the request
+// is refused (429), or zero. An address with a budget of its own that it
+// has used up is refused whatever it sends. Otherwise only a failure is
+// counted, and refused when its budget (its own, or the overflow budget
+// when the table is full) has none left.
+func (lg *Logins) check(key string, now time.Time, failed bool) time.Duration {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	tat, own := lg.owed[key]
+	if own {
+		if d := locked(tat, now); d > 0 || !failed {
+			return d
+		}
+	}
+	if !failed {
+		return 0
+	}
+	if !own && len(lg.owed) >= adminLoginKeys {
+		lg.sweep(now)
+	}
+	if !own && len(lg.owed) >= adminLoginKeys {
+		return charge(&lg.shared, now)
+	}
+	d := charge(&tat, now)
+	lg.owed[key] = tat
+	return d
+}
+
+// sweep drops the addresses whose failures are all forgiven, at most once
+// a second, so that a full table costs a failure one scan a second.
+func (lg *Logins) sweep(now time.Time) {
+	if now.Sub(lg.swept) < time.Second {
+		return
+	}
+	lg.swept = now
+	for k, tat := range lg.owed {
+		if !tat.After(now) {
+			delete(lg.owed, k)
+		}
 	}
 }
 
@@ -89,23 +146,20 @@ func loginKey(r *http.Request) string {
 // admit checks the token of a request to /admin/. It reports whether to
 // serve r; when not, it has answered: 401 with a challenge for a missing or
 // wrong token, or 429 with Retry-After while r's address has no failures
-// left, whatever token it sends. Only a request that presents credentials
-// and fails counts against its address.
+// left of its own, whatever token it sends, or while a wrong token finds
+// its budget used up. Only a request that presents credentials and fails
+// counts against its address. The token is compared first (in constant
+// time), so that an address the table has no room for is refused only
+// its failures.
 func (lg *Logins) admit(w http.ResponseWriter, r *http.Request, token string) bool {
-	ctx, key := r.Context(), loginKey(r)
-	if d, err := lg.limiter.Peek(ctx, key); err == nil && !d.Allowed {
-		tooManyLogins(w, d.RetryAfter)
+	given, presented := credentials(r)
+	right := presented && tokenEqual(given, token)
+	if d := lg.check(loginKey(r), lg.clock.Now(), presented && !right); d > 0 {
+		tooManyLogins(w, d)
 		return false
 	}
-	given, presented := credentials(r)
-	if presented && tokenEqual(given, token) {
+	if right {
 		return true
-	}
-	if presented {
-		if d, err := lg.limiter.Allow(context.WithoutCancel(ctx), key); err == nil && !d.Allowed {
-			tooManyLogins(w, d.RetryAfter)
-			return false
-		}
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="sluice"`)
 	httplimit.WriteProblem(w, http.StatusUnauthorized, "A valid admin token is required.")

@@ -48,11 +48,7 @@ func serve(t *testing.T, h http.Handler, path, token string) (int, string) {
 // TestHandlerAsksTheGateway: /readyz follows Gateway.Ready, the stats'
 // store is Gateway.StoreStatus, and without a token all of /admin/ is 404.
 func TestHandlerAsksTheGateway(t *testing.T) {
-	logins, err := NewLogins(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logins.Close()
+	logins := NewLogins(nil)
 	g := &fakeGateway{status: StoreView{Type: "memory", OnError: "local", Healthy: true, Breaker: "none"}}
 	o := Options{Token: "tok", Logins: logins, Stats: NewStats([]string{"api"}), Routes: []Route{{ID: "api"}}}
 	h := New(g, o)

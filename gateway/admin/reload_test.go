@@ -15,11 +15,7 @@ import (
 // a reload, the problems of a refused one, 404 without a reload hook, and
 // 403 for a browser's cross-origin POST (which must not reach the hook).
 func TestReloadEndpoint(t *testing.T) {
-	logins, err := NewLogins(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logins.Close()
+	logins := NewLogins(nil)
 	var calls int
 	var fail error
 	o := Options{Token: "tok", Logins: logins, Stats: NewStats(nil), Reload: func(context.Context) (ReloadResult, error) {
