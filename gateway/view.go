@@ -46,6 +46,9 @@ type publicRequest struct {
 	// lease holds the request's leases (concurrency limits, shedding)
 	// until its response ends (see route.decide).
 	lease held
+	// client names the request's client by its rate-limit keys for the
+	// upstream latency signal (clientOfKeys); 0: not named by them.
+	client uint64
 }
 
 // takeLease hands the request's leases to the caller, who then releases
