@@ -3,10 +3,14 @@ package gateway
 import (
 	"fmt"
 	"hash/maphash"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/store/memory"
 )
 
 // answer is one upstream answer fed to a latencySignal: at (since the fake
@@ -169,5 +173,101 @@ func TestClientOfKeys(t *testing.T) {
 	}
 	if none := clientOfKeys(ev(nil)); none != 0 {
 		t.Errorf("client of an anonymous key = %x, want 0", none)
+	}
+}
+
+// TestLatencyNewcomer: a request about to be shed for latency goes through
+// when its client has no answer in the window and the newest bucket would
+// hold it, at most latencyNewcomers a second.
+func TestLatencyNewcomer(t *testing.T) {
+	var now time.Duration = 30 * time.Second
+	a := &latencySignal{now: func() time.Duration { return now }}
+	a.observe(7, time.Second)
+	if a.newcomer(7) {
+		t.Error("newcomer(7) = true for a client answered this second")
+	}
+	now += 9 * time.Second
+	if a.newcomer(7) {
+		t.Error("newcomer(7) = true for a client answered 9s ago")
+	}
+	now += time.Second
+	if !a.newcomer(7) {
+		t.Error("newcomer(7) = false for a client answered 10s ago, out of the window")
+	}
+	for c := uint64(100); c < 100+latencyNewcomers-1; c++ {
+		if !a.newcomer(c) {
+			t.Fatalf("newcomer(%d) = false, the %dth this second; want true up to %d", c, c-98, latencyNewcomers)
+		}
+	}
+	if a.newcomer(1000) {
+		t.Errorf("newcomer(1000) = true past %d this second", latencyNewcomers)
+	}
+	now += time.Second
+	if !a.newcomer(1000) {
+		t.Error("newcomer(1000) = false in the next second")
+	}
+	// A full bucket: only clients it would hold are let through.
+	for c := uint64(1); c <= latencyBucketKeys; c++ {
+		a.observe(c<<32, time.Second)
+	}
+	if a.newcomer(latencyBucketKeys<<32 + 1) {
+		t.Error("newcomer of an id above a full bucket's = true, want false")
+	}
+	if !a.newcomer(5) {
+		t.Error("newcomer of an id below a full bucket's = false, want true")
+	}
+}
+
+// TestClientOfLimits: a request names the same client before its limits
+// decide (clientOfLimits, for a request about to be shed) as after
+// (clientOfKeys, from the verdicts), skipped and anonymous keys left out.
+func TestClientOfLimits(t *testing.T) {
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 1 << 30, Window: time.Hour})
+	key := func(specs ...string) httplimit.Key {
+		k, err := httplimit.ParseKeys(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	var after uint64
+	mw, err := httplimit.New(httplimit.Options{Route: "r", Store: store, Limits: []httplimit.Limit{
+		{Policy: p, Key: key("header:X-User")},
+		{Policy: p, Key: key("header:X-Team", "query:tenant"), OnEmptyKey: httplimit.EmptyKeySkip},
+		{Policy: p, Key: key("header:X-Plan"), OnEmptyKey: httplimit.EmptyKeyAnonymous},
+	}, Observe: func(_ httplimit.Request, ev *httplimit.Event) { after = clientOfKeys(ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]string{}
+	for _, tc := range []struct{ target, user, team, plan string }{
+		{"/", "alice", "", ""},
+		{"/", "bob", "", ""},
+		{"/?tenant=acme", "alice", "red", ""},
+		{"/?tenant=acme", "alice", "red", "gold"},
+		{"/?tenant=acme", "alice", "", "gold"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "http://sluice.test"+tc.target, nil)
+		for k, v := range map[string]string{"X-User": tc.user, "X-Team": tc.team, "X-Plan": tc.plan} {
+			if v != "" {
+				r.Header.Set(k, v)
+			}
+		}
+		before := clientOfLimits(mw, mw.Limits(), httplimit.HTTPRequest(r))
+		var res httplimit.Result
+		mw.Decide(httplimit.HTTPRequest(r), &res)
+		name := fmt.Sprintf("%+v", tc)
+		if before == 0 || before != after {
+			t.Errorf("%s: client before the decision %x, after %x; want the same, not 0", name, before, after)
+		}
+		if other, dup := seen[before]; dup {
+			t.Errorf("%s: the same client as %s", name, other)
+		}
+		seen[before] = name
 	}
 }
