@@ -59,8 +59,8 @@ var clientSeed = maphash.MakeSeed()
 // latency is the one of the newest second it was answered in, and the
 // signal is the 90th percentile (nearest rank) of those over the clients
 // of the window; with no answer in the window it is zero. A shed request
-// feeds it nothing, so an upstream that only shed routes use would keep its
-// signal until the window has passed: once no answer has been seen for
+// feeds it nothing: newcomer lets a request through for a client with no
+// answer in the window, and, once no answer has been seen for
 // probeInterval, probe lets one request through to measure again.
 type latencySignal struct {
 	// now is the monotonic time since an arbitrary origin; nil: the
@@ -71,9 +71,12 @@ type latencySignal struct {
 	next atomic.Int64 // when it is worked out again, as now gives it
 	last atomic.Int64 // when the last answer (or probe) was seen, as now gives it
 
+	// mu guards the buckets and the newcomers' count.
 	mu      sync.Mutex
 	buckets [latencyBuckets]latencyBucket
-	// merged and values are compute's scratch, kept between calls.
+	// merged and values are compute's scratch, kept between calls, under
+	// cmu.
+	cmu    sync.Mutex
 	merged map[uint64]struct{}
 	values []int64
 	// newCount newcomers were let through in second newSec.
@@ -162,8 +165,9 @@ func (a *latencySignal) get() time.Duration {
 
 // compute works out the signal at now from the buckets.
 func (a *latencySignal) compute(now time.Duration) time.Duration {
+	a.cmu.Lock()
+	defer a.cmu.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.merged == nil {
 		a.merged = make(map[uint64]struct{}, latencyBucketKeys)
 	}
@@ -183,6 +187,8 @@ func (a *latencySignal) compute(now time.Duration) time.Duration {
 			}
 		}
 	}
+	a.mu.Unlock()
+	// Sorted without holding up the answers being recorded.
 	n := len(a.values)
 	if n == 0 {
 		return 0
