@@ -271,3 +271,29 @@ func TestClientOfLimits(t *testing.T) {
 		seen[before] = name
 	}
 }
+
+// TestLatencySignalAllocs: recording an answer, reading the signal (and
+// working it out again) and naming a client by its keys allocate nothing
+// once the buckets are warm.
+func TestLatencySignalAllocs(t *testing.T) {
+	var now time.Duration = 5 * time.Second
+	a := &latencySignal{now: func() time.Duration { return now }}
+	for s := range latencyBuckets {
+		now = time.Duration(5+s) * time.Second
+		for c := range uint64(latencyBucketKeys) {
+			a.observe(c, time.Millisecond)
+		}
+		a.get()
+	}
+	ev := &httplimit.Event{Verdicts: []httplimit.Verdict{{LimitID: "0", Key: []string{"alice"}}, {LimitID: "1", Key: []string{"acme", "eu"}}}}
+	var c uint64
+	if n := testing.AllocsPerRun(100, func() {
+		c++
+		now += latencyRecompute
+		a.observe(c%latencyBucketKeys, 2*time.Millisecond)
+		a.get()
+		clientOfKeys(ev)
+	}); n != 0 {
+		t.Errorf("observe, get and clientOfKeys: %v allocations, want 0", n)
+	}
+}
