@@ -325,7 +325,9 @@ func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 	g.stats.Record(g.clock, ev)
 	if g.latencyKeys {
 		if pr, ok := r.(*publicRequest); ok {
-			pr.client = clientOfKeys(ev)
+			if c := clientOfKeys(ev); c != 0 {
+				pr.client = c
+			}
 		}
 	}
 	g.observeAccess(r.Context(), ev)

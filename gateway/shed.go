@@ -23,8 +23,9 @@ import (
 // with a larger share still pass: the budget above the low share is kept
 // for normal and up, and so on up to critical. With latency_threshold, a
 // request is also shed while its upstream's latency (latencySignal) is at
-// or above its priority's multiple of the threshold. A shed request is answered 503 with
-// Retry-After; it takes no lease and is not counted by the limits.
+// or above its priority's multiple of the threshold. A shed request is
+// answered 503 with Retry-After; it takes no lease and is not counted by
+// the limits.
 
 // shedKey is the fleet-wide key of the in-flight budget. Route state keys
 // begin with their route id, which has no NUL.

@@ -46,8 +46,9 @@ type publicRequest struct {
 	// lease holds the request's leases (concurrency limits, shedding)
 	// until its response ends (see route.decide).
 	lease held
-	// client names the request's client by its rate-limit keys for the
-	// upstream latency signal (clientOfKeys); 0: not named by them.
+	// client names the request's client for the upstream latency signal
+	// (route.clientOf before the limits, clientOfKeys after); 0: not
+	// named yet.
 	client uint64
 }
 
