@@ -21,9 +21,12 @@ type Shedding struct {
 	// shed when the requests in flight reach its priority's share.
 	Share ShedShares `yaml:"share"`
 	// LatencyThreshold, when set, sheds by the upstream's observed latency
-	// (a moving average of its response times, per route): low requests
-	// once it is above the threshold, normal ones above twice it, high ones
-	// above four times it; critical ones never. Zero turns it off.
+	// (per upstream: the 90th percentile over the clients answered in the
+	// last 10 s of each client's time from request sent to first response
+	// byte): low requests once it reaches the threshold, normal ones at
+	// twice it, high ones at four times it; critical ones never. Every
+	// route to the upstream is shed by it, whichever endpoint is slow.
+	// Zero turns it off.
 	LatencyThreshold time.Duration `yaml:"latency_threshold"`
 	// LeaseTTL is how long a request's place in the budget outlives an
 	// instance that died holding it. At least 100ms; default 30s.

@@ -103,8 +103,11 @@ type Gateway struct {
 	// inflight counts requests being served by this gateway; see Server.
 	inflight atomic.Int64
 	closed   atomic.Bool
-	// latency holds the upstreams' latency averages load shedding reads.
-	latency latencies
+	// latency holds the upstreams' latency signals load shedding reads;
+	// latencyKeys: load shedding by latency is on, and observe names each
+	// request's client by its keys.
+	latency     latencies
+	latencyKeys bool
 }
 
 // route is one configured route, compiled.
@@ -138,7 +141,8 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, errors.New("gateway: nil config")
 	}
 	g := &Gateway{cfg: cfg, log: deps.Logger, registry: deps.Registry, maxHeaderBytes: cfg.Server.MaxHeaderBytes,
-		clock: deps.Clock, accessLog: deps.AccessLogger}
+		clock: deps.Clock, accessLog: deps.AccessLogger,
+		latencyKeys: cfg.Shedding != nil && cfg.Shedding.LatencyThreshold > 0}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -254,7 +258,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 		}
 		limits = mw.Limits()
 	}
-	shed, err := g.newRouteShed(rc)
+	shed, err := g.newRouteShed(rc, ip)
 	if err != nil {
 		return nil, err
 	}
@@ -310,13 +314,21 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 }
 
 // observe counts each limit's verdict once (docs/semantics.md §6.5), feeds
-// the dashboard's statistics and fills in the access log entry.
+// the dashboard's statistics, names the request's client for the upstream
+// latency signal and fills in the access log entry.
 func (g *Gateway) observe(r httplimit.Request, ev *httplimit.Event) {
 	for i := range ev.Verdicts {
 		v := &ev.Verdicts[i]
 		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
 	}
 	g.stats.Record(g.clock, ev)
+	if g.latencyKeys {
+		if pr, ok := r.(*publicRequest); ok {
+			if c := clientOfKeys(ev); c != 0 {
+				pr.client = c
+			}
+		}
+	}
 	g.observeAccess(r.Context(), ev)
 	g.traceDecision(r, ev)
 }

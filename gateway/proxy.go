@@ -61,7 +61,7 @@ var errClientGone = &proxyError{Status: statusClientClosed, Log: "client went aw
 // upstreamFailed returns the error a failed round trip is answered with:
 // 504 for a timeout, 502 otherwise.
 func upstreamFailed(err error) *proxyError {
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() || errors.Is(err, fasthttp.ErrTimeout) {
+	if isTimeout(err) {
 		return &proxyError{Status: http.StatusGatewayTimeout, Detail: errUpstreamTimeout.Detail, Log: errUpstreamTimeout.Log, Err: err}
 	}
 	return &proxyError{Status: http.StatusBadGateway, Detail: "The upstream could not be reached.", Log: "upstream request failed", Err: err}
@@ -88,14 +88,14 @@ type proxyHandler struct {
 	addr    string // the upstream's host:port, for Upgrade's own connection
 	metrics *metrics.Metrics
 	log     *slog.Logger
-	// latency is the upstream's latency average load shedding reads; nil
+	// latency is the upstream's latency signal load shedding reads; nil
 	// when nothing reads it.
-	latency *latencyAverage
+	latency *latencySignal
 }
 
-// withLatency makes h feed the upstream's latency average a, when load
+// withLatency makes h feed the upstream's latency signal a, when load
 // shedding by latency is on.
-func (h *proxyHandler) withLatency(s *config.Shedding, a *latencyAverage) *proxyHandler {
+func (h *proxyHandler) withLatency(s *config.Shedding, a *latencySignal) *proxyHandler {
 	if s != nil && s.LatencyThreshold > 0 {
 		h.latency = a
 	}
@@ -326,7 +326,11 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 		body = newBodyReader(ctx.RequestBodyStream(), ctx, cl)
 		defer body.release()
 	}
-	ub, err := h.roundTrip(oh, &ctx.Response, body, cl)
+	var client uint64
+	if h.latency != nil {
+		client = h.clientOf(r)
+	}
+	ub, err := h.roundTrip(oh, &ctx.Response, body, cl, client)
 	if err != nil {
 		h.fail(ctx, r, err)
 		return
@@ -339,16 +343,25 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 
 // roundTrip sends the request headers oh, with body (nil: none) of length
 // size (-1: chunked), and reads the response into resp within the route's
-// timeout (see readResponse), recording sluice_upstream_duration_seconds.
-// A streamed response body then streams without that bound (upstreamBody).
-// The request headers are sent before the body, so the upstream sees the
-// request while the body is still arriving.
-func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int) (*upstreamBody, error) {
+// timeout (see readResponse), recording sluice_upstream_duration_seconds
+// and, for load shedding, the upstream's latency for client (latencySignal:
+// from the request's last byte written to the answer's first byte read, or
+// to the timeout that came first). A streamed response body then streams
+// without that bound (upstreamBody). The request headers are sent before
+// the body, so the upstream sees the request while the body is still
+// arriving.
+func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, client uint64) (*upstreamBody, error) {
 	start := time.Now()
+	wait := time.Duration(-1) // the upstream's latency; -1: not measured
+	var waitp *time.Duration
+	if h.latency != nil {
+		waitp = &wait
+	}
 	defer func() {
-		d := time.Since(start)
-		h.metrics.UpstreamDuration(h.c.route, d)
-		h.latency.observe(d)
+		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
+		if wait >= 0 {
+			h.latency.observe(client, wait)
+		}
 	}()
 	var deadline time.Time
 	if h.c.timeout > 0 {
@@ -363,11 +376,12 @@ func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Resp
 			defer t.Stop()
 		}
 	}
-	ub, err := h.exchange(oh, resp, body, size, deadline)
+	ub, err := h.exchange(oh, resp, body, size, deadline, waitp)
 	if err != nil && body == nil && retryable(err) {
 		// A pooled connection the upstream had closed: once more, on
 		// another (a fresh one, once the pool's stale ones are gone).
-		ub, err = h.exchange(oh, resp, nil, 0, deadline)
+		wait = -1
+		ub, err = h.exchange(oh, resp, nil, 0, deadline, waitp)
 	}
 	if err == nil {
 		return ub, nil
@@ -389,8 +403,10 @@ func retryable(err error) bool {
 
 // exchange is one attempt of roundTrip on a connection of the upstream's
 // pool. It returns the response body to stream, nil when there is none. On
-// failure resp holds nothing of the upstream's.
-func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time) (*upstreamBody, error) {
+// failure resp holds nothing of the upstream's. When latency is not nil,
+// it sets *latency to the time from the request's last byte written to the
+// response's first byte read, or to the deadline passing before it.
+func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time, latency *time.Duration) (*upstreamBody, error) {
 	hc := h.client
 	var wait time.Duration
 	if !deadline.IsZero() {
@@ -430,8 +446,22 @@ func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Respo
 		hc.CloseConn(cc)
 		return nil, err
 	}
+	var written time.Time
+	if latency != nil {
+		written = time.Now()
+	}
 	br := hc.AcquireReader(conn)
-	streamed, err := readResponse(br, resp, oh.IsHead())
+	var streamed *fasthttp.Response
+	if latency != nil {
+		// The upstream's latency ends with its first byte, not its headers.
+		_, err = br.Peek(1)
+		if err == nil || isTimeout(err) {
+			*latency = time.Since(written)
+		}
+	}
+	if err == nil {
+		streamed, err = readResponse(br, resp, oh.IsHead())
+	}
 	if err == nil && streamed != nil {
 		// The body streams without the route's timeout.
 		if err = conn.SetDeadline(time.Time{}); err != nil {

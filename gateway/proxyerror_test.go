@@ -65,7 +65,7 @@ func TestUpstreamFailuresCarryStatus(t *testing.T) {
 	out.Header.SetHost("up")
 	out.Header.SetRequestURI("/")
 	start := time.Now()
-	_, err = h.roundTrip(&out.Header, resp, nil, 0)
+	_, err = h.roundTrip(&out.Header, resp, nil, 0, 0)
 	pe, ok := errors.AsType[*proxyError](err)
 	if !ok || pe.Status != http.StatusGatewayTimeout {
 		t.Errorf("route timeout: error %#v, want a *proxyError with status 504", err)
@@ -102,7 +102,7 @@ func TestBodyReadErrorIs400(t *testing.T) {
 	out.Header.SetHost("up")
 	out.Header.SetRequestURI("/")
 	out.Header.SetMethod("POST")
-	if _, err := h.roundTrip(&out.Header, resp, b, -1); err != b.failure() {
+	if _, err := h.roundTrip(&out.Header, resp, b, -1, 0); err != b.failure() {
 		t.Errorf("roundTrip with a broken body = %v, want the body's error", err)
 	}
 }

@@ -131,7 +131,10 @@ func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplim
 	// hijacks; also on a panic.
 	defer func() { r.takeLease().Release() }()
 	if rt.shed != nil {
-		lease, reason := rt.shed.admit(view.Context())
+		lease, reason := rt.shed.admit(view.Context(), func() uint64 {
+			r.client = rt.clientOf(view)
+			return r.client
+		})
 		if reason != "" {
 			rt.shed.shed(ctx, reason)
 			return

@@ -5,8 +5,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -24,9 +22,10 @@ import (
 // flight reach a priority's share, that priority is shed while the ones
 // with a larger share still pass: the budget above the low share is kept
 // for normal and up, and so on up to critical. With latency_threshold, a
-// request is also shed while its upstream's average latency is above its
-// priority's multiple of the threshold. A shed request is answered 503 with
-// Retry-After; it takes no lease and is not counted by the limits.
+// request is also shed while its upstream's latency (latencySignal) is at
+// or above its priority's multiple of the threshold. A shed request is
+// answered 503 with Retry-After; it takes no lease and is not counted by
+// the limits.
 
 // shedKey is the fleet-wide key of the in-flight budget. Route state keys
 // begin with their route id, which has no NUL.
@@ -53,19 +52,22 @@ type routeShed struct {
 	route, priority string
 	store           ratelimit.LeaseStore
 	policy          *ratelimit.Policy // the priority's share as a concurrency limit
-	latency         *latencyAverage   // the upstream's; nil for routes without one
-	// slow is the average latency at or above which the route is shed;
+	latency         *latencySignal    // the upstream's; nil for routes without one
+	// slow is the upstream latency at or above which the route is shed;
 	// zero: never for latency.
 	slow    time.Duration
 	metrics interface {
 		Shed(route, priority, reason string)
 	}
 	onShed func(route string)
+	// ip resolves the client address that names a client without
+	// rate-limit keys in the latency signal.
+	ip *httplimit.IPResolver
 }
 
 // newRouteShed builds route rc's shedding, or returns nil without a
 // shedding section and for a forward_auth route.
-func (g *Gateway) newRouteShed(rc *config.Route) (*routeShed, error) {
+func (g *Gateway) newRouteShed(rc *config.Route, ip *httplimit.IPResolver) (*routeShed, error) {
 	s := g.cfg.Shedding
 	if s == nil || rc.ForwardAuth != nil {
 		// A forward_auth route answers before the request it describes
@@ -85,7 +87,7 @@ func (g *Gateway) newRouteShed(rc *config.Route) (*routeShed, error) {
 	// request's limits are counted there once, not again for its place in
 	// the budget.
 	store := meteredStore{Store: g.store.fb, metrics: g.metrics}
-	rs := &routeShed{route: rc.ID, priority: prio, store: store, policy: p, metrics: g.metrics, onShed: func(route string) { g.stats.RecordShed(route) }}
+	rs := &routeShed{route: rc.ID, priority: prio, store: store, policy: p, metrics: g.metrics, onShed: func(route string) { g.stats.RecordShed(route) }, ip: ip}
 	if t := s.LatencyThreshold; t > 0 && rc.Upstream != "" {
 		rs.latency = g.latencyOf(rc)
 		if f := latencyFactor[prio]; !math.IsInf(f, 1) {
@@ -99,8 +101,11 @@ func (g *Gateway) newRouteShed(rc *config.Route) (*routeShed, error) {
 // on the fleet budget (nil if none was taken) and "", or the reason it is
 // shed. A store error sheds nothing: shedding protects the fleet, it does
 // not replace store.on_error, which the route's limits follow.
-func (s *routeShed) admit(ctx context.Context) (*httplimit.Lease, string) {
-	if s.slow > 0 && s.latency.get() >= s.slow && !s.latency.probe() {
+//
+// client names the request's client for the latency signal; it is called
+// only when the upstream is slow for the request's priority.
+func (s *routeShed) admit(ctx context.Context, client func() uint64) (*httplimit.Lease, string) {
+	if s.slow > 0 && s.latency.get() >= s.slow && !s.latency.newcomer(client()) && !s.latency.probe() {
 		return nil, shedLatency
 	}
 	reqs := []ratelimit.Request{{Key: shedKey, Policy: s.policy, Lease: httplimit.NewLeaseID()}}
@@ -127,76 +132,6 @@ func (s *routeShed) shed(ctx *fasthttp.RequestCtx, reason string) {
 		detail = "The upstream is slow; requests of priority " + s.priority + " are shed for now."
 	}
 	writeProblem(ctx, http.StatusServiceUnavailable, detail)
-}
-
-// latencyAverage is an exponentially weighted moving average of an
-// upstream's response times (to its response headers), each new one
-// weighing 1/8. A shed request feeds it nothing, so an upstream that only
-// shed routes use would keep its average forever: once no answer has been
-// seen for probeInterval, probe lets one request through to measure again.
-type latencyAverage struct {
-	ns   atomic.Int64
-	last atomic.Int64 // when the last answer (or probe) was seen, ns since monoBase
-}
-
-// probeInterval is how long a slow upstream goes without an answer before
-// a request shed for latency is let through to measure it again.
-const probeInterval = time.Second
-
-var monoBase = time.Now()
-
-// probe reports whether a request shed for latency goes through to
-// measure the upstream again; at most one per probeInterval does.
-func (a *latencyAverage) probe() bool {
-	now := int64(time.Since(monoBase))
-	last := a.last.Load()
-	return now-last >= int64(probeInterval) && a.last.CompareAndSwap(last, now)
-}
-
-func (a *latencyAverage) observe(d time.Duration) {
-	if a == nil {
-		return
-	}
-	a.last.Store(int64(time.Since(monoBase)))
-	for {
-		old := a.ns.Load()
-		next := int64(d)
-		if old != 0 {
-			next = old + (int64(d)-old)/8
-		}
-		if a.ns.CompareAndSwap(old, max(1, next)) {
-			return
-		}
-	}
-}
-
-func (a *latencyAverage) get() time.Duration { return time.Duration(a.ns.Load()) }
-
-// latencies holds one average per upstream (scheme and host:port), shared
-// by the routes that forward to it.
-type latencies struct {
-	mu sync.Mutex
-	m  map[string]*latencyAverage
-}
-
-// latencyOf returns the average of rc's upstream.
-func (g *Gateway) latencyOf(rc *config.Route) *latencyAverage {
-	u := rc.UpstreamURL()
-	if u == nil {
-		return nil
-	}
-	k := u.Scheme + "://" + u.Host
-	g.latency.mu.Lock()
-	defer g.latency.mu.Unlock()
-	if g.latency.m == nil {
-		g.latency.m = make(map[string]*latencyAverage)
-	}
-	a := g.latency.m[k]
-	if a == nil {
-		a = &latencyAverage{}
-		g.latency.m[k] = a
-	}
-	return a
 }
 
 // held is the leases one request holds: its route limits' and its place in

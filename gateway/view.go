@@ -46,6 +46,10 @@ type publicRequest struct {
 	// lease holds the request's leases (concurrency limits, shedding)
 	// until its response ends (see route.decide).
 	lease held
+	// client names the request's client for the upstream latency signal
+	// (route.clientOf before the limits, clientOfKeys after); 0: not
+	// named yet.
+	client uint64
 }
 
 // takeLease hands the request's leases to the caller, who then releases
