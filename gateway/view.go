@@ -46,6 +46,9 @@ type publicRequest struct {
 	// lease holds the request's leases (concurrency limits, shedding)
 	// until its response ends (see route.decide).
 	lease held
+	// pending, while an Expect: 100-continue request is decided, receives
+	// the request the limits admit (route.admit); nil otherwise.
+	pending *pending
 }
 
 // takeLease hands the request's leases to the caller, who then releases
