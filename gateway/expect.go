@@ -54,7 +54,13 @@ func (g *Gateway) expectContinue(ctx *fasthttp.RequestCtx) int {
 func (g *Gateway) expect(ctx *fasthttp.RequestCtx) (int, *pending) {
 	// The engine sets the request's time after this call: the request
 	// starts now.
-	x := g.begin(ctx, time.Now())
+	now := time.Now()
+	x := g.begin(ctx, now)
+	if x.req.readDeadline.IsZero() && g.cfg.Server.ReadHeaderTimeout > 0 {
+		// Until the body's first byte, the headers' deadline holds (a
+		// shape-mode hold's watch restores this one).
+		x.req.readDeadline = now.Add(g.cfg.Server.ReadHeaderTimeout)
+	}
 	p := &pending{g: g, x: x}
 	x.req.pending = p
 	route := g.serve(ctx, x)
@@ -72,6 +78,7 @@ func (g *Gateway) expect(ctx *fasthttp.RequestCtx) (int, *pending) {
 // once the engine has sent 100 Continue and the body is there to read.
 func (p *pending) resume(ctx *fasthttp.RequestCtx) {
 	r := &p.x.req
+	r.readDeadline = time.Time{}
 	if rt := p.g.cfg.Server.ReadTimeout; rt > 0 {
 		r.readDeadline = ctx.Time().Add(rt)
 	}

@@ -58,7 +58,7 @@ func (g *Gateway) begin(ctx *fasthttp.RequestCtx, now time.Time) *exchange {
 		r.entry = newAccessEntry()
 	}
 	if g.tracer != nil {
-		g.startSpan(ctx, r)
+		g.startSpan(ctx, r, now)
 	}
 	return x
 }
