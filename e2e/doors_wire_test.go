@@ -12,9 +12,8 @@ import (
 // The wire door rows: what the public listener does with a request that
 // asks to switch protocols, expects 100-continue, stretches the HTTP/1.1
 // grammar or meets a failing or HTTP/1.0 upstream (docs/operations.md,
-// "Answers sluice gives itself" and "What the upstream receives"). Each row
-// of TestDoorWire failed on 7570762, before the fixes of issue 26 (items 3
-// to 7).
+// "Answers sluice gives itself" and "The HTTP engine"). The rows of
+// TestDoorWire are the regression rows of issue 26, items 3 to 7.
 
 // bigAnswer is the length of the upstream's large answer: over the 1 MiB the
 // upgrade path once read whole.

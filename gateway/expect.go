@@ -10,8 +10,8 @@ import (
 )
 
 // A request with Expect: 100-continue is decided once, before the engine
-// sends 100 Continue: the engine calls expectContinue (its ExpectHandler)
-// when the headers are in. A request the gateway answers itself (a refusal,
+// sends 100 Continue: the engine's ExpectHandler (Server.expectContinue)
+// calls expect when the headers are in. A request the gateway answers itself (a refusal,
 // a 404, a malformed request) gets that final answer instead of 100
 // Continue, as it would without Expect, and its connection is closed (the
 // client may already be sending the body). A request the limits admit is
@@ -25,7 +25,8 @@ type pendingKey struct{}
 // pending is a request with Expect: 100-continue that the limits admitted,
 // between its decision and its body. The engine closes it when the request
 // ends; one never resumed (the client left before its body) is then
-// recorded and its leases released.
+// recorded and its leases released. Only the request's connection goroutine
+// uses it.
 type pending struct {
 	g     *Gateway
 	x     *exchange
