@@ -27,7 +27,10 @@ import (
 // until the request's headers and the first byte of its body are in; for a
 // request with a body, the handler then sets the read deadline of
 // read_timeout, counted from the request's start, or lifts it.
-func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logger) *publicServer {
+//
+// expect decides a request that carries Expect: 100-continue before the
+// engine sends 100 Continue (see Gateway.expectContinue).
+func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.RequestCtx) int, g *Gateway, log *slog.Logger) *publicServer {
 	sc := g.cfg.Server
 	maxConns := sc.MaxConns
 	if maxConns <= 0 {
@@ -53,6 +56,18 @@ func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logg
 				}
 			}
 			handler(ctx)
+		},
+		// A request with Expect: 100-continue is decided before the
+		// engine sends 100 Continue; a refusal is its final answer, and
+		// the engine closes the connection (TestExpectEngine pins this).
+		ExpectHandler: expect,
+		// An HTTP/1.x request of a minor version above 1 is read as
+		// HTTP/1.1 before the engine settles its connection's fate.
+		HeaderReceived: func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+			if !h.IsHTTP11() {
+				minorAsHTTP11(h)
+			}
+			return fasthttp.RequestConfig{}
 		},
 		ErrorHandler:    func(ctx *fasthttp.RequestCtx, err error) { engineError(ctx, err, g.maxHeaderBytes) },
 		ReadTimeout:     headerTimeout,

@@ -145,7 +145,7 @@ func (g *Gateway) testListener() *peerListener {
 		tcp.Close()
 		return prev.(*peerListener)
 	}
-	srv := newPublicServer(g.servePublic, g, g.log)
+	srv := newPublicServer(g.servePublic, g.expectContinue, g, g.log)
 	go srv.Serve(ln) //nolint:errcheck // ends when the listener closes
 	return ln
 }

@@ -32,7 +32,9 @@ func headerBytes(h *fasthttp.RequestHeader) int {
 // one way by the gateway and another by an upstream (docs/operations.md,
 // "Answers sluice gives itself"): 501 for a Transfer-Encoding other than a
 // single "chunked"; 400 for several or malformed Content-Length values, a
-// space before a field's colon, a control character in a field value, a
+// field name that is not a token (a space in it, or before its colon), a
+// control character in a field value, a header line ended by a bare LF, a
+// Connection header that names Content-Length or Transfer-Encoding, a
 // missing (HTTP/1.1) or repeated Host. It returns the status and detail, or
 // 0.
 func checkFraming(h *fasthttp.RequestHeader) (int, string) {
@@ -48,7 +50,10 @@ func checkFraming(h *fasthttp.RequestHeader) (int, string) {
 		} else {
 			line, raw = raw[:i], raw[i+1:]
 		}
-		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return http.StatusBadRequest, "A header line ends in a bare LF, not CRLF."
+		}
+		line = line[:len(line)-1]
 		if len(line) == 0 {
 			continue
 		}
@@ -66,6 +71,11 @@ func checkFraming(h *fasthttp.RequestHeader) (int, string) {
 		if c := name[len(name)-1]; c == ' ' || c == '\t' {
 			return http.StatusBadRequest, "A header field name is followed by white space."
 		}
+		// The engine checks every other byte of a name; a space inside
+		// one it lets through.
+		if bytes.IndexByte(name, ' ') >= 0 {
+			return http.StatusBadRequest, "A header field name is not a token."
+		}
 		if hasCtl(value) {
 			return http.StatusBadRequest, "A header field value holds a control character."
 		}
@@ -79,6 +89,12 @@ func checkFraming(h *fasthttp.RequestHeader) (int, string) {
 			te = append(te, value)
 		case bytes.EqualFold(name, []byte("Host")):
 			hosts++
+		case bytes.EqualFold(name, []byte("Connection")):
+			// Naming a framing header would drop it on the way upstream
+			// and leave the body without its length.
+			if hasToken(value, "content-length") || hasToken(value, "transfer-encoding") {
+				return http.StatusBadRequest, "The Connection header names a framing header (Content-Length or Transfer-Encoding)."
+			}
 		}
 	}
 	if len(te) > 1 || len(te) == 1 && !bytes.EqualFold(te[0], []byte("chunked")) {

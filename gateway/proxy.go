@@ -332,7 +332,7 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 	}
 	ub, err := h.roundTrip(oh, &ctx.Response, body, cl, client)
 	if err != nil {
-		h.fail(ctx, r, err)
+		h.fail(ctx, r, res, err)
 		return
 	}
 	if ub != nil {
@@ -597,11 +597,12 @@ func writeRequest(bw *bufio.Writer, oh *fasthttp.RequestHeader, body io.Reader, 
 // copyBuffers are the buffers request bodies are copied through.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// fail answers a failed round trip: the problem of its *proxyError, logged
-// at warn for a 5xx and at debug otherwise (any client can cause those as
-// often as it likes). A client that went away gets nothing: 499 is only
-// recorded.
-func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, err error) {
+// fail answers a failed round trip: the problem of its *proxyError, with
+// the rate-limit headers of the decision that admitted the request (res,
+// nil for none: it counted), logged at warn for a 5xx and at debug
+// otherwise (any client can cause those as often as it likes). A client
+// that went away gets nothing: 499 is only recorded.
+func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result, err error) {
 	pe, ok := errors.AsType[*proxyError](err)
 	if !ok {
 		pe = upstreamFailed(err)
@@ -616,6 +617,7 @@ func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, err erro
 		level = slog.LevelWarn
 	}
 	h.log.Log(ctx, level, pe.Log, "route", h.c.route, "status", pe.Status, "error", pe.Err)
+	setRateLimitHeaders(&ctx.Response, res)
 	writeProblem(ctx, pe.Status, pe.Detail)
 }
 
@@ -625,6 +627,9 @@ func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, err erro
 // without a length chunked, each chunk flushed as it comes).
 func (h *proxyHandler) answer(ctx *fasthttp.RequestCtx, ub *upstreamBody, res *httplimit.Result) {
 	w := &ctx.Response
+	if !w.Header.IsHTTP11() {
+		asHTTP11(&w.Header)
+	}
 	dropResponseHops(&w.Header)
 	setRateLimitHeaders(w, res)
 	if ub == nil {
@@ -663,17 +668,6 @@ func dropResponseHops(h *fasthttp.ResponseHeader) {
 	h.ResetConnectionClose()
 }
 
-// answerWhole writes an upstream response read whole into resp to the
-// client; to HEAD, with the upstream's length.
-func (h *proxyHandler) answerWhole(ctx *fasthttp.RequestCtx, resp *fasthttp.Response, res *httplimit.Result) {
-	copyResponseHeader(&ctx.Response.Header, &resp.Header)
-	setRateLimitHeaders(&ctx.Response, res)
-	ctx.Response.SetBody(resp.Body())
-	if cl := resp.Header.ContentLength(); cl >= 0 && ctx.IsHead() {
-		ctx.Response.Header.SetContentLength(cl)
-	}
-}
-
 // answerHTTP10 streams a body of unknown length to an HTTP/1.0 client,
 // which cannot read chunked coding: the connection is taken from the engine,
 // and the body goes as it comes, ended by closing the connection.
@@ -697,39 +691,24 @@ func answerHTTP10(ctx *fasthttp.RequestCtx, ub *upstreamBody) {
 	})
 }
 
-// copyResponseHeader copies the upstream's status and headers to the
-// client's response, less the hop-by-hop ones and those Connection names.
-func copyResponseHeader(dst, src *fasthttp.ResponseHeader) {
-	dst.SetStatusCode(src.StatusCode())
-	var listed [8]string
-	names := connectionListed(listed[:0], src.PeekAll("Connection"))
-	for k, v := range src.All() {
-		if isHop(k, names) {
-			continue
-		}
-		dst.AddBytesKV(k, v)
+// asHTTP11 makes h, the response headers of an upstream that answered in
+// another HTTP/1.x version (HTTP/1.0), those of an HTTP/1.1 answer: a proxy
+// answers in its own version (RFC 9110 §6.2), and the client's connection
+// keeps the fate the client asked for, not the upstream's.
+func asHTTP11(h *fasthttp.ResponseHeader) {
+	var up fasthttp.ResponseHeader
+	h.CopyTo(&up)
+	h.Reset()
+	h.SetNoDefaultContentType(true)
+	h.SetStatusCode(up.StatusCode())
+	h.SetStatusMessage(up.StatusMessage())
+	h.SetContentLength(up.ContentLength())
+	for k, v := range up.All() {
+		h.AddBytesKV(k, v)
 	}
-	if len(src.ContentType()) > 0 {
-		dst.SetContentTypeBytes(src.ContentType())
+	if up.ConnectionClose() {
+		h.SetConnectionClose() // the upstream's, cleared with the hop-by-hop headers
 	}
-}
-
-// isHop reports whether header k is hop-by-hop or named in listed.
-func isHop(k []byte, listed []string) bool {
-	for _, h := range hopHeaders {
-		if len(k) == len(h) && strings.EqualFold(string(k), h) {
-			return true
-		}
-	}
-	for _, h := range listed {
-		if len(k) == len(h) && strings.EqualFold(string(k), h) {
-			return true
-		}
-	}
-	// Content-Length and Content-Type are the engine's own: set from the
-	// body and above.
-	return len(k) == len("Content-Length") && bytes.EqualFold(k, []byte("Content-Length")) ||
-		len(k) == len("Content-Type") && bytes.EqualFold(k, []byte("Content-Type"))
 }
 
 // upstreamBody is the upstream's response body as the client's response

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -34,21 +35,38 @@ func (r *publicRequest) answered() int {
 
 // servePublic answers one request of the public listener: it is the
 // fasthttp engine's handler. Everything the request goes through past the
-// view (routes, keys, limits) reads it as an httplimit.Request.
+// view (routes, keys, limits) reads it as an httplimit.Request. A request
+// admitted before its 100 Continue (expect) resumes where it was decided.
 func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
+	if p, _ := ctx.UserValue(pendingKey{}).(*pending); p != nil {
+		p.resume(ctx)
+		return
+	}
+	x := g.begin(ctx, ctx.Time())
+	g.finish(x, g.serve(ctx, x))
+}
+
+// begin returns the exchange of a request that starts at now.
+func (g *Gateway) begin(ctx *fasthttp.RequestCtx, now time.Time) *exchange {
 	x := exchanges.Get().(*exchange)
 	x.req = publicRequest{ctx: ctx, xff: x.req.xff[:0], buf: x.req.buf[:0]}
 	r := &x.req
 	if rt := g.cfg.Server.ReadTimeout; rt > 0 {
-		r.readDeadline = ctx.Time().Add(rt)
+		r.readDeadline = now.Add(rt)
 	}
 	if sampled(&g.cfg.Server.AccessLog) {
 		r.entry = newAccessEntry()
 	}
 	if g.tracer != nil {
-		g.startSpan(ctx, r)
+		g.startSpan(ctx, r, now)
 	}
-	route := g.serve(ctx, x)
+	return x
+}
+
+// finish records the answered request x (route: the id of the route that
+// matched, or "") and recycles its exchange.
+func (g *Gateway) finish(x *exchange, route string) {
+	r := &x.req
 	status := r.answered()
 	g.metrics.Request(route, status)
 	if r.span.On() {
@@ -70,6 +88,11 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, x *exchange) string {
 	r := &x.req
 	h := &ctx.Request.Header
 	r.method = methodString(h.Method())
+	if !h.IsHTTP11() && !majorOne(h.Protocol()) {
+		ctx.SetConnectionClose()
+		writeProblem(ctx, http.StatusHTTPVersionNotSupported, "Only HTTP/1.x is served on this listener.")
+		return ""
+	}
 	if n := headerBytes(h); n > g.maxHeaderBytes {
 		writeProblem(ctx, http.StatusRequestHeaderFieldsTooLarge, headerTooLarge(g.maxHeaderBytes))
 		return ""
@@ -142,13 +165,13 @@ func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplim
 		r.lease[1] = lease
 	}
 	if rt.mw == nil {
-		rt.final(ctx, r, nil)
+		rt.admit(ctx, r, nil)
 		return
 	}
 	rt.mw.Decide(view, res)
 	if res.Forward {
 		r.lease[0] = rt.mw.Hold(res)
-		rt.final(ctx, r, res)
+		rt.admit(ctx, r, res)
 		return
 	}
 	if res.Status == 0 { // the client went away during a shape-mode hold
@@ -165,6 +188,17 @@ func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplim
 		status = rt.denyStatus
 	}
 	writeProblemBody(ctx, status, res.Body)
+}
+
+// admit hands a request the limits let through to the route's final
+// handler; a request deciding before its 100 Continue is kept, with its
+// leases, for when its body comes (pending.resume).
+func (rt *route) admit(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result) {
+	if p := r.pending; p != nil {
+		p.rt, p.res, p.lease = rt, res, r.takeLease()
+		return
+	}
+	rt.final(ctx, r, res)
 }
 
 // writeProblem answers with the problem+json body of docs/semantics.md §5.3.

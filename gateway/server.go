@@ -58,7 +58,7 @@ func NewServer(g *Gateway, log *slog.Logger) *Server {
 	s := &Server{log: log, errc: make(chan error, 3), stop: make(chan struct{})}
 	s.cur.Store(g)
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	s.public = newPublicServer(s.servePublic, g, log)
+	s.public = newPublicServer(s.servePublic, s.expectContinue, g, log)
 	s.admin = &http.Server{
 		Handler:           http.HandlerFunc(s.serveAdmin),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -138,6 +138,20 @@ func (s *Server) servePublic(ctx *fasthttp.RequestCtx) {
 	g := s.acquire()
 	defer g.inflight.Add(-1)
 	g.servePublic(ctx)
+}
+
+// expectContinue decides a request that carries Expect: 100-continue on the
+// current gateway. An admitted request stays counted in that gateway's
+// in-flight requests until it ends (pending).
+func (s *Server) expectContinue(ctx *fasthttp.RequestCtx) int {
+	g := s.acquire()
+	status, p := g.expect(ctx)
+	if p == nil {
+		g.inflight.Add(-1)
+	} else {
+		p.counted = true
+	}
+	return status
 }
 
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {

@@ -47,13 +47,13 @@ func (g *Gateway) closeTracer() {
 	}
 }
 
-// startSpan starts r's span, continuing the trace of the request's
+// startSpan starts r's span at now, continuing the trace of the request's
 // traceparent if it has one.
-func (g *Gateway) startSpan(ctx *fasthttp.RequestCtx, r *publicRequest) {
+func (g *Gateway) startSpan(ctx *fasthttp.RequestCtx, r *publicRequest, now time.Time) {
 	h := &ctx.Request.Header
 	r.span = g.tracer.Start(methodString(h.Method()), string(ctx.Path()), func(name string) string {
 		return string(h.Peek(name))
-	}, ctx.Time())
+	}, now)
 	r.span.Store(g.cfg.Store.Type, "")
 }
 

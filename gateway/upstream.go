@@ -69,11 +69,17 @@ func (u *upstreams) close() {
 	}
 }
 
-// upgradeOf returns the protocol a request asks to switch to (Connection:
-// upgrade with Upgrade: NAME), or "".
+// upgradeOf returns the protocol a request asks to switch to, or "": only
+// an HTTP/1.1 GET with Connection: upgrade and an Upgrade other than h2c
+// (which a proxy does not tunnel) takes the upgrade path. Any other request
+// that carries them is proxied as an ordinary one, the two headers dropped
+// as hop-by-hop.
 func upgradeOf(h *fasthttp.RequestHeader) string {
+	if !h.IsGet() || !h.IsHTTP11() {
+		return ""
+	}
 	up := h.Peek("Upgrade")
-	if len(up) == 0 {
+	if len(up) == 0 || tokenIs(up, "h2c") {
 		return ""
 	}
 	var listed [8]string
@@ -114,7 +120,7 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	conn, err := net.DialTimeout("tcp", h.addr, time.Until(deadline))
 	if err != nil {
 		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
-		h.fail(ctx, r, upstreamFailed(err))
+		h.fail(ctx, r, res, upstreamFailed(err))
 		return
 	}
 	if h.tls {
@@ -134,35 +140,42 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	conn.SetDeadline(deadline) //nolint:errcheck // a failed deadline fails the exchange below
 	bw := bufio.NewWriter(conn)
 	br := bufio.NewReader(conn)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
 	if err = out.Write(bw); err == nil {
 		err = bw.Flush()
 	}
+	// The answer is read into the client's response, as the proxy reads
+	// one: anything but a 101 is passed on as usual, its body streamed.
+	var streamed *fasthttp.Response
 	if err == nil {
-		resp.SkipBody = true
-		err = resp.Header.Read(br)
+		streamed, err = readResponse(br, &ctx.Response, false)
 	}
 	h.metrics.UpstreamDuration(h.c.route, time.Since(start))
+	if err == nil && streamed != nil {
+		// The body streams without the route's timeout.
+		err = conn.SetDeadline(time.Time{})
+		if err != nil {
+			streamed.CloseBodyStream() //nolint:errcheck // the connection is closed below
+			fasthttp.ReleaseResponse(streamed)
+		}
+	}
 	if err != nil {
+		clearResponse(&ctx.Response)
 		conn.Close()
-		h.fail(ctx, r, upstreamFailed(err))
+		h.fail(ctx, r, res, upstreamFailed(err))
 		return
 	}
-	if resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
-		// Not switching: read the (small) answer whole and pass it on.
-		resp.SkipBody = false
-		err = resp.ReadBody(br, 1<<20)
-		conn.Close()
-		if err != nil {
-			h.fail(ctx, r, upstreamFailed(err))
-			return
+	if ctx.Response.StatusCode() != fasthttp.StatusSwitchingProtocols {
+		var ub *upstreamBody
+		if streamed != nil {
+			ub = &upstreamBody{r: streamed.BodyStream(), resp: streamed, release: func(bool) { conn.Close() }, lease: r.takeLease()}
+		} else {
+			conn.Close()
 		}
-		h.answerWhole(ctx, resp, res)
+		h.answer(ctx, ub, res)
 		return
 	}
 	conn.SetDeadline(time.Time{}) //nolint:errcheck // see above
-	head := append([]byte(nil), resp.Header.Header()...)
+	head := append([]byte(nil), ctx.Response.Header.Header()...)
 	buffered, _ := br.Peek(br.Buffered())
 	buffered = append([]byte(nil), buffered...)
 	ctx.HijackSetNoResponse(true)

@@ -50,6 +50,9 @@ type publicRequest struct {
 	// (route.clientOf before the limits, clientOfKeys after); 0: not
 	// named yet.
 	client uint64
+	// pending, while an Expect: 100-continue request is decided, receives
+	// the request the limits admit (route.admit); nil otherwise.
+	pending *pending
 }
 
 // takeLease hands the request's leases to the caller, who then releases

@@ -1,0 +1,356 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The wire door rows: what the public listener does with a request that
+// asks to switch protocols, expects 100-continue, stretches the HTTP/1.1
+// grammar or meets a failing or HTTP/1.0 upstream (docs/operations.md,
+// "Answers sluice gives itself" and "The HTTP engine"). The rows of
+// TestDoorWire are the regression rows of issue 26, items 3 to 7.
+
+// bigAnswer is the length of the upstream's large answer: over the 1 MiB the
+// upgrade path once read whole.
+const bigAnswer = 2 << 20
+
+// wireAnswer is the upstream of the wire rows: /big answers bigAnswer bytes
+// ending in "END", /slow/ answers after 3 s (past its route's timeout),
+// /old/len and /old/eof answer in HTTP/1.0 (with a length, and ended by
+// closing the connection); anything else gets the default answer.
+func wireAnswer(req *http.Request, _ []byte) (string, bool) {
+	p := req.URL.Path
+	switch {
+	case strings.HasSuffix(p, "/big"):
+		body := strings.Repeat("x", bigAnswer-3) + "END"
+		if req.Method == http.MethodHead {
+			body = ""
+		}
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", bigAnswer, body), false
+	case strings.HasPrefix(p, "/slow/"):
+		time.Sleep(3 * time.Second) // past the route's 1 s timeout, bounded
+		return "", true
+	case p == "/old/len":
+		return "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\nold answer", true
+	case p == "/old/eof":
+		return "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nold answer until close", true
+	}
+	return "", false
+}
+
+// refusedURL returns the URL of a loopback address nothing listens on.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// wireConfig is the config of the wire rows: limited routes to up (a 2 s
+// timeout, short enough for a row to see a 504 on a wait that should not
+// happen), a limited route whose upstream answers too late, one whose
+// upstream refuses connections, and an HTTP/1.0 upstream's route. No route
+// takes any other path.
+func wireConfig(up, refused string) string {
+	return `
+server:
+  listen: "127.0.0.1:0"
+  shutdown_timeout: 10s
+  read_header_timeout: 3s
+admin:
+  listen: "127.0.0.1:0"
+policies:
+  once: {algorithm: token_bucket, capacity: 1, rate: 0.0001}
+  ten:  {algorithm: token_bucket, capacity: 10, rate: 0.0001}
+routes:
+  - id: login
+    match: {path: /login}
+    upstream: ` + up + `
+    limits: [{policy: once, key: header:X-User-Id}]
+  - id: api
+    match: {path: /api/**}
+    upstream: ` + up + `
+    timeout: 2s
+    limits: [{policy: ten, key: header:X-User-Id}]
+  - id: slow
+    match: {path: /slow/**}
+    upstream: ` + up + `
+    timeout: 1s
+    limits: [{policy: ten, key: header:X-User-Id}]
+  - id: down
+    match: {path: /down/**}
+    upstream: ` + refused + `
+    limits: [{policy: ten, key: header:X-User-Id}]
+  - id: old
+    match: {path: /old/**}
+    upstream: ` + up + `
+`
+}
+
+// quota is the rate-limit headers of the first request of a key on a
+// route with policy ten.
+var quota = map[string]string{"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "9", "RateLimit-Policy": "~10"}
+
+// withHeaders returns m and extra in one map.
+func withHeaders(m map[string]string, extra map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+func TestDoorWire(t *testing.T) {
+	t.Parallel()
+	up := newWireUpstream(t, wireAnswer)
+	p := start(t, wireConfig(up.URL, refusedURL(t)))
+	var rows []doorRow
+	rows = append(rows, upgradeRows()...)
+	rows = append(rows, expectRows()...)
+	rows = append(rows, parserRows()...)
+	rows = append(rows, failureRows()...)
+	rows = append(rows, http10UpstreamRows()...)
+	runDoorRows(t, p, up, rows)
+}
+
+// upgradeRows: only an HTTP/1.1 GET with Connection: upgrade and an Upgrade
+// other than h2c takes the tunnel path (issue 26, item 3).
+func upgradeRows() []doorRow {
+	return []doorRow{
+		{
+			name:     "upgrade/a HEAD asking to upgrade is an ordinary HEAD",
+			send:     []string{"HEAD /api/big HTTP/1.1\r\nHost: x\r\nX-User-Id: up-1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"},
+			status:   []int{200},
+			header:   withHeaders(quota, map[string]string{"Content-Length": fmt.Sprint(bigAnswer)}),
+			keeps:    true,
+			upstream: 1,
+			upSees:   []string{"HEAD /api/big HTTP/1.1"},
+			upNot:    []string{"websocket", "pgrade\r\n"},
+		},
+		{
+			name: "upgrade/a POST asking to upgrade is proxied with its body and a large answer streamed",
+			send: []string{"POST /api/big HTTP/1.1\r\nHost: x\r\nX-User-Id: up-2\r\nConnection: upgrade\r\nUpgrade: websocket\r\n" +
+				"Content-Length: 5\r\n\r\nhello"},
+			status:   []int{200},
+			header:   quota,
+			body:     "xxxEND",
+			keeps:    true,
+			upstream: 1,
+			upSees:   []string{"POST /api/big HTTP/1.1", "\r\n\r\nhello"},
+			upNot:    []string{"websocket"},
+		},
+		{
+			name:     "upgrade/a GET upgrade the upstream declines gets its large answer streamed",
+			send:     []string{"GET /api/big HTTP/1.1\r\nHost: x\r\nX-User-Id: up-3\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"},
+			status:   []int{200},
+			header:   quota,
+			body:     "xxxEND",
+			upstream: 1,
+			upSees:   []string{"Upgrade: websocket"},
+		},
+		{
+			name:     "upgrade/h2c is not tunnelled: the request goes without its Upgrade",
+			send:     []string{"GET /api/plain HTTP/1.1\r\nHost: x\r\nX-User-Id: up-4\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"},
+			status:   []int{200},
+			body:     "upstream /api/plain",
+			keeps:    true,
+			upstream: 1,
+			upNot:    []string{"h2c", "HTTP2-Settings"},
+		},
+		{
+			name:     "upgrade/an HTTP/1.0 request asking to upgrade is an ordinary one",
+			send:     []string{"GET /api/ten HTTP/1.0\r\nHost: x\r\nX-User-Id: up-5\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"},
+			status:   []int{200},
+			body:     "upstream /api/ten",
+			upstream: 1,
+			upNot:    []string{"websocket"},
+		},
+	}
+}
+
+// expectRows: a request with Expect: 100-continue is decided before 100
+// Continue; a refusal is its final answer, as without Expect, and closes
+// the connection (issue 26, item 4).
+func expectRows() []doorRow {
+	post := "POST /login HTTP/1.1\r\nHost: x\r\nX-User-Id: %s\r\nContent-Length: 5\r\n\r\nhello"
+	expect := "POST /login HTTP/1.1\r\nHost: x\r\nX-User-Id: %s\r\nContent-Length: 2000000\r\nExpect: 100-continue\r\n\r\n"
+	return []doorRow{
+		{
+			name:     "expect/a refused upload is refused before 100 Continue, with the refusal's headers and body",
+			send:     []string{fmt.Sprintf(post, "ex-1"), fmt.Sprintf(expect, "ex-1")},
+			status:   []int{200, 429},
+			header:   map[string]string{"Content-Type": "application/problem+json", "Retry-After": "~", "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0"},
+			body:     `"status":429`,
+			closes:   true,
+			upstream: 1,
+		},
+		{
+			name:     "expect/an upload no route takes is answered 404 before 100 Continue",
+			send:     []string{"PUT /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\nExpect: 100-continue\r\n\r\n"},
+			status:   []int{404},
+			header:   map[string]string{"Content-Type": "application/problem+json"},
+			closes:   true,
+			upstream: 0,
+		},
+	}
+}
+
+// parserRows: what the engine's parser lets through is refused before any
+// limit is charged, and versions other than HTTP/1.0 and 1.1 get their
+// answer (issue 26, item 5).
+func parserRows() []doorRow {
+	return []doorRow{
+		{
+			name:     "parser/a header name that is not a token is 400",
+			send:     []string{"GET /api/a HTTP/1.1\r\nHost: x\r\nX User Id: p-1\r\n\r\n"},
+			status:   []int{400},
+			header:   map[string]string{"X-RateLimit-Remaining": absent},
+			upstream: 0,
+		},
+		{
+			name:     "parser/Connection naming Content-Length is 400",
+			send:     []string{"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: p-2\r\nConnection: keep-alive, Content-Length\r\nContent-Length: 5\r\n\r\nhello"},
+			status:   []int{400},
+			header:   map[string]string{"X-RateLimit-Remaining": absent},
+			closes:   true,
+			upstream: 0,
+		},
+		{
+			name:     "parser/Connection naming Transfer-Encoding is 400",
+			send:     []string{"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: p-3\r\nConnection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"},
+			status:   []int{400},
+			closes:   true,
+			upstream: 0,
+		},
+		{
+			name:     "parser/HTTP/2.0 on the request line is 505",
+			send:     []string{"GET /api/a HTTP/2.0\r\nHost: x\r\nX-User-Id: p-4\r\n\r\n"},
+			status:   []int{505},
+			header:   map[string]string{"Content-Type": "application/problem+json", "X-RateLimit-Remaining": absent},
+			closes:   true,
+			upstream: 0,
+		},
+		{
+			name:     "parser/HTTP/0.9 on the request line is 505",
+			send:     []string{"GET /api/a HTTP/0.9\r\nHost: x\r\nX-User-Id: p-5\r\n\r\n"},
+			status:   []int{505},
+			closes:   true,
+			upstream: 0,
+		},
+		{
+			name:     "parser/HTTP/1.2 is served and forwarded as HTTP/1.1",
+			send:     []string{"GET /api/v12 HTTP/1.2\r\nHost: x\r\nX-User-Id: p-6\r\n\r\n"},
+			status:   []int{200},
+			header:   quota,
+			body:     "upstream /api/v12",
+			proto:    "HTTP/1.1",
+			keeps:    true,
+			upstream: 1,
+			upSees:   []string{"GET /api/v12 HTTP/1.1\r\n"},
+		},
+		{
+			name:     "parser/a header line ended by a bare LF is 400",
+			send:     []string{"GET /api/a HTTP/1.1\r\nHost: x\nX-User-Id: p-7\r\n\r\n"},
+			status:   []int{400},
+			header:   map[string]string{"X-RateLimit-Remaining": absent},
+			upstream: 0,
+		},
+	}
+}
+
+// failureRows: a limited route's 502 and 504 carry the rate-limit headers
+// of the decision that admitted the request (issue 26, item 6).
+func failureRows() []doorRow {
+	return []doorRow{
+		{
+			name:     "failure/a 504 carries the quota headers",
+			send:     []string{"GET /slow/a HTTP/1.1\r\nHost: x\r\nX-User-Id: f-1\r\n\r\n"},
+			status:   []int{504},
+			header:   withHeaders(quota, map[string]string{"Content-Type": "application/problem+json"}),
+			upstream: 1,
+		},
+		{
+			name:     "failure/a 502 carries the quota headers",
+			send:     []string{"GET /down/a HTTP/1.1\r\nHost: x\r\nX-User-Id: f-2\r\n\r\n"},
+			status:   []int{502},
+			header:   withHeaders(quota, map[string]string{"Content-Type": "application/problem+json"}),
+			upstream: 0,
+		},
+		{
+			name:     "failure/an upgrade's 502 carries the quota headers",
+			send:     []string{"GET /down/ws HTTP/1.1\r\nHost: x\r\nX-User-Id: f-3\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"},
+			status:   []int{502},
+			header:   quota,
+			upstream: 0,
+		},
+	}
+}
+
+// http10UpstreamRows: an HTTP/1.0 upstream's answer reaches the client as
+// an HTTP/1.1 answer, on a connection kept as the client asked (issue 26,
+// item 7).
+func http10UpstreamRows() []doorRow {
+	return []doorRow{
+		{
+			name:     "http10/an HTTP/1.0 answer with a length goes out as HTTP/1.1, the connection kept",
+			send:     []string{"GET /old/len HTTP/1.1\r\nHost: x\r\n\r\n"},
+			status:   []int{200},
+			body:     "old answer",
+			proto:    "HTTP/1.1",
+			keeps:    true,
+			upstream: 1,
+		},
+		{
+			name:     "http10/an HTTP/1.0 answer ended by close goes out as HTTP/1.1, the connection kept",
+			send:     []string{"GET /old/eof HTTP/1.1\r\nHost: x\r\n\r\n", "GET /old/len HTTP/1.1\r\nHost: x\r\n\r\n"},
+			status:   []int{200, 200},
+			body:     "old answer",
+			proto:    "HTTP/1.1",
+			keeps:    true,
+			upstream: 2,
+		},
+	}
+}
+
+// TestDoorWireHeld checks answers that already held before issue 26 and
+// that its fixes must keep: an admitted Expect: 100-continue upload is
+// decided once and gets its 100, and a header block that ends in a bare-LF
+// blank line is never complete to the engine: 408 at read_header_timeout
+// (1 s here, well within the runner's 5 s wait for an answer).
+func TestDoorWireHeld(t *testing.T) {
+	t.Parallel()
+	up := newWireUpstream(t, wireAnswer)
+	p := start(t, strings.Replace(wireConfig(up.URL, refusedURL(t)), "read_header_timeout: 3s", "read_header_timeout: 1s", 1))
+	runDoorRows(t, p, up, []doorRow{
+		{
+			name: "expect/an admitted upload gets 100 Continue, is decided once and forwarded",
+			send: []string{
+				"POST /login HTTP/1.1\r\nHost: x\r\nX-User-Id: held-1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+				"POST /login HTTP/1.1\r\nHost: x\r\nX-User-Id: held-1\r\nContent-Length: 5\r\n\r\nhello",
+			},
+			status:   []int{100, 200, 429},
+			header:   map[string]string{"X-RateLimit-Remaining": "0"},
+			upstream: 1,
+			upSees:   []string{"\r\n\r\nhello"},
+		},
+		{
+			name:     "parser/a head in bare LFs throughout is 408 at read_header_timeout",
+			send:     []string{"GET /api/a HTTP/1.1\nHost: x\nX-User-Id: held-2\n\n"},
+			status:   []int{408},
+			closes:   true,
+			upstream: 0,
+		},
+	})
+}
