@@ -76,24 +76,25 @@ func (s *Store) releaseLater(reqs []ratelimit.Request, tries int) {
 	}
 }
 
-// Renew renews the leases on both stores. The primary's error is returned
-// only without a Local store (Allow and Deny modes): with one, the Local
-// store holds the lease while the primary is away, and a lease the primary
-// could not renew expires by its TTL unless a later renewal succeeds.
-func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+// Renew renews the leases on both stores, in one call to each, adding back
+// the ones a store lost (see [ratelimit.LeaseStore]). It returns how many
+// the primary added back, and the primary's error, which it reports even
+// with a Local store (for the caller to count): the Local store holds the
+// leases while the primary is away, and the next renewal that reaches the
+// primary adds back the ones it lost meanwhile. The call to the primary is
+// made whether or not the breaker is open, so that the leases are back as
+// soon as it answers.
+func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	reqs = ratelimit.LeasesOf(reqs)
 	if len(reqs) == 0 {
-		return nil
+		return 0, nil
 	}
 	if s.local != nil {
-		_ = ratelimit.RenewLeases(ctx, s.local, reqs)
+		_, _ = ratelimit.RenewLeases(ctx, s.local, reqs) // the memory store never fails
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := ratelimit.RenewLeases(pctx, s.primary, reqs); err != nil && s.local == nil {
-		return err
-	}
-	return nil
+	return ratelimit.RenewLeases(pctx, s.primary, reqs)
 }
 
 // Release passes to the Store.
@@ -102,6 +103,6 @@ func (o observed) Release(ctx context.Context, reqs []ratelimit.Request) error {
 }
 
 // Renew passes to the Store.
-func (o observed) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+func (o observed) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	return o.s.Renew(ctx, reqs)
 }

@@ -16,9 +16,9 @@ func (f *fakeStore) Release(ctx context.Context, reqs []ratelimit.Request) error
 	return f.inner.Release(ctx, reqs)
 }
 
-func (f *fakeStore) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+func (f *fakeStore) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	if err := f.enter(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer f.leave()
 	return f.inner.Renew(ctx, reqs)
