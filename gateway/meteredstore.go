@@ -9,7 +9,7 @@ import (
 )
 
 // meteredStore times every Evaluate (sluice_store_duration_seconds) and
-// counts what lease renewals do. The
+// counts the leases renewals add back. The
 // store's failures are counted by kind where on_error handles them (the
 // fallback store's OnStoreError hook, see openStore).
 type meteredStore struct {
@@ -30,10 +30,10 @@ func (s meteredStore) Release(ctx context.Context, reqs []ratelimit.Request) err
 }
 
 // Renew passes the renewal to the store and counts the leases it added
-// back (sluice_lease_readds_total) and its failure
-// (sluice_lease_renew_failures_total).
+// back (sluice_lease_readds_total). Failures are counted where they
+// happen, by the fallback store's OnRenewFailure hook (see openStore).
 func (s meteredStore) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	n, err := ratelimit.RenewLeases(ctx, s.Store, reqs)
-	s.metrics.LeaseRenewal(n, err != nil)
+	s.metrics.LeaseReadds(n)
 	return n, err
 }

@@ -219,6 +219,7 @@ func openInProcess(primary ratelimit.Store, cfg *config.Config, m *metrics.Metri
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
 		},
+		OnRenewFailure:  func(error) { m.LeaseRenewFailure() },
 		OnEngagedChange: m.SetFallbackActive,
 	})
 	if err != nil {

@@ -256,18 +256,20 @@ func (m *Metrics) RLSUnknownDomain() {
 	m.rlsUnknown.Inc()
 }
 
-// LeaseRenewal records one lease renewal call: the leases it added back
-// and whether it failed.
-func (m *Metrics) LeaseRenewal(readded int, failed bool) {
+// LeaseReadds counts n leases a renewal added back to the store.
+func (m *Metrics) LeaseReadds(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.leaseReadds.Add(float64(n))
+}
+
+// LeaseRenewFailure counts one lease renewal call the store failed.
+func (m *Metrics) LeaseRenewFailure() {
 	if m == nil {
 		return
 	}
-	if readded > 0 {
-		m.leaseReadds.Add(float64(readded))
-	}
-	if failed {
-		m.renewFailures.Inc()
-	}
+	m.renewFailures.Inc()
 }
 
 // SetFallbackActive sets sluice_fallback_active to 1 (true) or 0.

@@ -12,7 +12,12 @@ import (
 // the request: the primary while it works (and then recorded on the Local
 // store too, as every admission is, so the Local store's in-flight count
 // follows this instance's requests), the Local store while the primary is
-// unavailable. A lease is released or renewed on both stores. Releasing an
+// unavailable. In Local mode a request with concurrency limits takes its
+// leases on the Local store before the primary is asked
+// (evaluateLeasesFirst), so that one instance never exceeds a limit even
+// while the primary has lost leases its requests still hold. A lease is
+// released or renewed on both stores; a renewal adds back what either
+// store lost. Releasing an
 // id is idempotent and ids are unique per request, so releasing on a store
 // that never held the lease, or twice, frees nobody else's slot.
 //
@@ -77,24 +82,34 @@ func (s *Store) releaseLater(reqs []ratelimit.Request, tries int) {
 }
 
 // Renew renews the leases on both stores, in one call to each, adding back
-// the ones a store lost (see [ratelimit.LeaseStore]). It returns how many
-// the primary added back, and the primary's error, which it reports even
-// with a Local store (for the caller to count): the Local store holds the
-// leases while the primary is away, and the next renewal that reaches the
-// primary adds back the ones it lost meanwhile. The call to the primary is
-// made whether or not the breaker is open, so that the leases are back as
-// soon as it answers.
+// the ones a store lost (see [ratelimit.LeaseStore]), and returns how many
+// the primary added back (the Local store, when the primary failed). The call to the primary is made whether or not
+// the breaker is open, so that the leases are back as soon as it answers;
+// its failure is reported to Options.OnRenewFailure, and returned only
+// without a Local store (Allow and Deny modes): with one, the Local store
+// holds the leases while the primary is away, and the first renewal that
+// reaches the primary again adds back the ones it lost meanwhile.
 func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	reqs = ratelimit.LeasesOf(reqs)
 	if len(reqs) == 0 {
 		return 0, nil
 	}
+	localN := 0
 	if s.local != nil {
-		_, _ = ratelimit.RenewLeases(ctx, s.local, reqs) // the memory store never fails
+		localN, _ = ratelimit.RenewLeases(ctx, s.local, reqs) // the memory store never fails
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return ratelimit.RenewLeases(pctx, s.primary, reqs)
+	n, err := ratelimit.RenewLeases(pctx, s.primary, reqs)
+	if err != nil {
+		if s.onRenewFail != nil {
+			s.onRenewFail(err)
+		}
+		if s.local != nil {
+			return localN, nil
+		}
+	}
+	return n, err
 }
 
 // Release passes to the Store.
