@@ -27,6 +27,9 @@ type leaseFault struct {
 	ttl       time.Duration
 	instances int
 	onError   string
+	// shed puts the limit on the shedding budget (max_in_flight, the
+	// route critical) instead of a concurrency limit of the route.
+	shed bool
 	// fault runs the fault; probing goes on meanwhile and for after past
 	// its end.
 	fault func(t *testing.T, srv *redistest.Server, px *faultload.Proxy)
@@ -53,6 +56,10 @@ func leaseFaultRun(t *testing.T, f leaseFault) *slowUpstream {
 	cfg.Store.Timeout = 500 * time.Millisecond
 	if f.onError != "" {
 		cfg.Store.OnError = f.onError
+	}
+	if f.shed {
+		cfg.Routes[0].Limits, cfg.Routes[0].Priority = nil, config.PriorityCritical
+		cfg.Shedding = &config.Shedding{MaxInFlight: f.limit, LeaseTTL: f.ttl, Share: config.DefaultShedShares}
 	}
 	var fronts []string
 	for range f.instances {
@@ -138,6 +145,27 @@ func TestLeasesRedisStopped(t *testing.T) {
 		after: 4 * time.Second})
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, limit %d", got, limit)
+	}
+}
+
+// TestSheddingBudgetRedisStopped (issue 27, item 1): the shedding budget
+// holds its requests in flight on leases too; Redis stopped for longer
+// than its lease_ttl does not let the instance over max_in_flight.
+func TestSheddingBudgetRedisStopped(t *testing.T) {
+	const limit = 50
+	up := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1, shed: true,
+		fault: func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
+			if err := srv.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2500 * time.Millisecond)
+			if err := srv.Cont(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		after: 4 * time.Second})
+	if got := up.most.Load(); got > limit {
+		t.Errorf("the upstream held %d requests at once, max_in_flight %d", got, limit)
 	}
 }
 
