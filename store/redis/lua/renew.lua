@@ -9,7 +9,7 @@
 --          pruned, and its TTL set, once
 --
 -- Returns the number of leases added back. The caller bounds a call to a
--- few hundred leases (lease.go's renewChunk), which keeps it well under a
+-- hundred leases (lease.go's renewChunk), which keeps it under a
 -- millisecond inside Redis.
 
 -- The script stands alone: core.lua's top level would take a renewal of two
