@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,8 +39,8 @@ type leaseFault struct {
 }
 
 // leaseFaultRun runs f and returns the upstream, its gate still closed,
-// with the probers stopped.
-func leaseFaultRun(t *testing.T, f leaseFault) *slowUpstream {
+// with the probers stopped, and the instance holding the leases.
+func leaseFaultRun(t *testing.T, f leaseFault) (*slowUpstream, *Gateway) {
 	t.Helper()
 	srv := redistest.NewServer(t, redistest.ServerOptions{})
 	px, err := faultload.NewProxy(srv.Addr())
@@ -62,8 +64,13 @@ func leaseFaultRun(t *testing.T, f leaseFault) *slowUpstream {
 		cfg.Shedding = &config.Shedding{MaxInFlight: f.limit, LeaseTTL: f.ttl, Share: config.DefaultShedShares}
 	}
 	var fronts []string
+	var holder *Gateway
 	for range f.instances {
-		front := httptest.NewServer(newTestGateway(t, cfg))
+		g := newTestGateway(t, cfg)
+		if holder == nil {
+			holder = g
+		}
+		front := httptest.NewServer(g)
 		t.Cleanup(front.Close)
 		fronts = append(fronts, front.URL)
 	}
@@ -105,7 +112,23 @@ func leaseFaultRun(t *testing.T, f leaseFault) *slowUpstream {
 	time.Sleep(f.after) // probing: the time is the test's subject
 	stop()
 	wg.Wait()
-	return up
+	return up, holder
+}
+
+// leaseMetric returns the value of the unlabelled counter name on g.
+func leaseMetric(t *testing.T, g *Gateway, name string) float64 {
+	t.Helper()
+	for line := range strings.Lines(scrapeMetrics(t, g)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metrics lack %s", name)
+	return 0
 }
 
 // TestLeasesSlowRedis (issue 27, item 1a): with Redis 4ms slower per reply
@@ -116,7 +139,7 @@ func leaseFaultRun(t *testing.T, f leaseFault) *slowUpstream {
 // the leases Redis holds.
 func TestLeasesSlowRedis(t *testing.T) {
 	const limit = 1000
-	up := leaseFaultRun(t, leaseFault{limit: limit, ttl: 3 * time.Second, instances: 2, onError: config.OnErrorDeny,
+	up, _ := leaseFaultRun(t, leaseFault{limit: limit, ttl: 3 * time.Second, instances: 2, onError: config.OnErrorDeny,
 		fault: func(t *testing.T, _ *redistest.Server, px *faultload.Proxy) {
 			px.SetReplyDelay(4 * time.Millisecond)
 		},
@@ -132,7 +155,7 @@ func TestLeasesSlowRedis(t *testing.T) {
 // during the stop or after it.
 func TestLeasesRedisStopped(t *testing.T) {
 	const limit = 50
-	up := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
+	up, g := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
 		fault: func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
 			if err := srv.Stop(); err != nil {
 				t.Fatal(err)
@@ -146,6 +169,9 @@ func TestLeasesRedisStopped(t *testing.T) {
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, limit %d", got, limit)
 	}
+	if got := leaseMetric(t, g, "sluice_lease_renew_failures_total"); got < 1 {
+		t.Errorf("sluice_lease_renew_failures_total = %v after renewals failed for 2.5s, want at least 1", got)
+	}
 }
 
 // TestSheddingBudgetRedisStopped (issue 27, item 1): the shedding budget
@@ -153,7 +179,7 @@ func TestLeasesRedisStopped(t *testing.T) {
 // than its lease_ttl does not let the instance over max_in_flight.
 func TestSheddingBudgetRedisStopped(t *testing.T) {
 	const limit = 50
-	up := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1, shed: true,
+	up, g := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1, shed: true,
 		fault: func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
 			if err := srv.Stop(); err != nil {
 				t.Fatal(err)
@@ -167,6 +193,9 @@ func TestSheddingBudgetRedisStopped(t *testing.T) {
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, max_in_flight %d", got, limit)
 	}
+	if got := leaseMetric(t, g, "sluice_lease_renew_failures_total"); got < 1 {
+		t.Errorf("sluice_lease_renew_failures_total = %v after renewals failed for 2.5s, want at least 1", got)
+	}
 }
 
 // TestLeasesRedisPartitioned (issue 27, item 1c): a partition that
@@ -178,7 +207,7 @@ func TestSheddingBudgetRedisStopped(t *testing.T) {
 // when the partition began, until those requests end).
 func TestLeasesRedisPartitioned(t *testing.T) {
 	const limit = 50
-	up := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
+	up, g := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
 		fault: func(t *testing.T, _ *redistest.Server, px *faultload.Proxy) {
 			px.SetBlackhole(true)
 			time.Sleep(2500 * time.Millisecond)
@@ -188,6 +217,9 @@ func TestLeasesRedisPartitioned(t *testing.T) {
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, limit %d", got, limit)
 	}
+	if got := leaseMetric(t, g, "sluice_lease_renew_failures_total"); got < 1 {
+		t.Errorf("sluice_lease_renew_failures_total = %v after renewals failed for 2.5s, want at least 1", got)
+	}
 }
 
 // TestLeasesRedisRestartedEmpty (issue 27, item 1d): Redis down for longer
@@ -195,7 +227,7 @@ func TestLeasesRedisPartitioned(t *testing.T) {
 // over the limit, and the renewals add the held leases back to Redis.
 func TestLeasesRedisRestartedEmpty(t *testing.T) {
 	const limit = 50
-	up := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
+	up, g := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
 		fault: func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
 			if err := srv.Kill(); err != nil {
 				t.Fatal(err)
@@ -211,6 +243,9 @@ func TestLeasesRedisRestartedEmpty(t *testing.T) {
 		after: 4 * time.Second})
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, limit %d", got, limit)
+	}
+	if got := leaseMetric(t, g, "sluice_lease_readds_total"); got < limit {
+		t.Errorf("sluice_lease_readds_total = %v after Redis restarted empty under %d held leases, want at least %d", got, limit, limit)
 	}
 }
 
