@@ -74,7 +74,9 @@ func (m *Middleware) Hold(res *Result) *Lease {
 }
 
 // HoldLeases returns a Lease holding the leases reqs (concurrency requests
-// that store admitted), renewing them until Release. reqs is copied.
+// that store admitted), renewing them until Release. reqs is copied. The
+// leases of every Lease held on one store value (if comparable) and of one
+// renewal interval are renewed in one Renew call.
 func HoldLeases(store ratelimit.LeaseStore, reqs []ratelimit.Request) *Lease {
 	l := &Lease{store: store, reqs: slices.Clone(reqs)}
 	every := time.Duration(1<<63 - 1)
