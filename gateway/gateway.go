@@ -247,6 +247,7 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 			Route:        rc.ID,
 			Limits:       limits,
 			Store:        g.routeStore(rc.ID),
+			Leases:       g.leaseStore(),
 			Clock:        clock,
 			IP:           ip,
 			OnStoreError: g.onStoreError(rc.ID),

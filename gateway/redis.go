@@ -70,6 +70,7 @@ func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, 
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
 		},
+		OnRenewFailure: func(error) { m.LeaseRenewFailure() },
 		OnStateChange: func(active bool) {
 			logFallback(log, cfg, active, lastErr.Load())
 		},

@@ -86,8 +86,7 @@ func (g *Gateway) newRouteShed(rc *config.Route, ip *httplimit.IPResolver) (*rou
 	// The shared store, timed, without the route's fallback counting: a
 	// request's limits are counted there once, not again for its place in
 	// the budget.
-	store := meteredStore{Store: g.store.fb, metrics: g.metrics}
-	rs := &routeShed{route: rc.ID, priority: prio, store: store, policy: p, metrics: g.metrics, onShed: func(route string) { g.stats.RecordShed(route) }, ip: ip}
+	rs := &routeShed{route: rc.ID, priority: prio, store: g.leaseStore(), policy: p, metrics: g.metrics, onShed: func(route string) { g.stats.RecordShed(route) }, ip: ip}
 	if t := s.LatencyThreshold; t > 0 && rc.Upstream != "" {
 		rs.latency = g.latencyOf(rc)
 		if f := latencyFactor[prio]; !math.IsInf(f, 1) {

@@ -97,6 +97,15 @@ func (g *Gateway) routeStore(route string) ratelimit.Store {
 	})
 }
 
+// leaseStore returns the store every route's leases and the shedding
+// budget's are released and renewed on: the same comparable value for all,
+// so that each renewal renews them all in one call (httplimit.Options.Leases).
+// Releases and renewals need neither a route's fallback counting nor
+// store.local_deny, which pass them through.
+func (g *Gateway) leaseStore() meteredStore {
+	return meteredStore{Store: g.store.fb, metrics: g.metrics}
+}
+
 // localDenySource is the access log's store field for a request answered
 // by store.local_deny.
 const localDenySource = "local_deny"
@@ -210,6 +219,7 @@ func openInProcess(primary ratelimit.Store, cfg *config.Config, m *metrics.Metri
 		OnStoreError: func(_ context.Context, kind string) {
 			m.StoreError(metrics.ErrorKind(kind))
 		},
+		OnRenewFailure:  func(error) { m.LeaseRenewFailure() },
 		OnEngagedChange: m.SetFallbackActive,
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,7 +20,9 @@ import (
 // them when the response has ended, however it ends (Lease.Release). While
 // held, the leases are renewed every third of their TTL, so a request
 // longer than the TTL keeps its slot; a process that dies mid-request stops
-// renewing and its leases expire within the TTL.
+// renewing and its leases expire within the TTL. Every lease held on one
+// store is renewed in one Renew call per renewal, and a lease the store
+// lost while its request still runs is added back.
 
 // leasePrefix makes lease ids unique across processes; leaseSeq within one.
 var (
@@ -43,6 +46,10 @@ type Lease struct {
 	reqs  []ratelimit.Request
 	r     *renewer
 	once  sync.Once
+	// renewing (the lease is in the renewal in flight) and released
+	// (Release came meanwhile, and the renewer gives the lease back once
+	// its renewal has ended) are guarded by r.mu.
+	renewing, released bool
 }
 
 // HasLeases reports whether res holds leases that Hold must take over.
@@ -60,14 +67,16 @@ func (m *Middleware) Hold(res *Result) *Lease {
 	if len(res.leases) == 0 {
 		return nil
 	}
-	l := HoldLeases(m.store.(ratelimit.LeaseStore), res.leases) // New checked the store
+	l := HoldLeases(m.leases, res.leases) // New checked the store
 	clear(res.leases)
 	res.leases = res.leases[:0]
 	return l
 }
 
 // HoldLeases returns a Lease holding the leases reqs (concurrency requests
-// that store admitted), renewing them until Release. reqs is copied.
+// that store admitted), renewing them until Release. reqs is copied. The
+// leases of every Lease held on one store value (if comparable) and of one
+// renewal interval are renewed in one Renew call.
 func HoldLeases(store ratelimit.LeaseStore, reqs []ratelimit.Request) *Lease {
 	l := &Lease{store: store, reqs: slices.Clone(reqs)}
 	every := time.Duration(1<<63 - 1)
@@ -82,15 +91,19 @@ func HoldLeases(store ratelimit.LeaseStore, reqs []ratelimit.Request) *Lease {
 // Release stops the renewals and gives the leases back, once: calling it
 // again does nothing. It waits for the store (which bounds the call by its
 // own timeout) and returns its error; a lease whose release failed expires by
-// its TTL. A renewal running meanwhile cannot bring a released lease back:
-// a renewal extends only a lease that is still held.
+// its TTL. A renewal adds back a lease the store lost, so a release must
+// not overtake a renewal of the same lease: if one is in flight, Release
+// returns nil at once and the renewer gives the leases back as soon as that
+// renewal has ended.
 func (l *Lease) Release() error {
 	if l == nil {
 		return nil
 	}
 	var err error
 	l.once.Do(func() {
-		l.r.remove(l)
+		if l.r.remove(l) {
+			return
+		}
 		err = l.store.Release(context.Background(), l.reqs)
 	})
 	return err
@@ -98,7 +111,8 @@ func (l *Lease) Release() error {
 
 // renewer renews every held Lease of one renewal interval, each interval,
 // from one goroutine that runs while it holds any: a goroutine and a timer
-// per request would cost more than the lease itself.
+// per request would cost more than the lease itself. At each tick it makes
+// one Renew call per store, with every lease held on it.
 type renewer struct {
 	every   time.Duration
 	mu      sync.Mutex
@@ -128,15 +142,22 @@ func (r *renewer) add(l *Lease) {
 	r.mu.Unlock()
 }
 
-func (r *renewer) remove(l *Lease) {
+// remove stops renewing l. It reports true when a renewal of l is in
+// flight: the renewer then releases l once it has ended.
+func (r *renewer) remove(l *Lease) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.held, l)
-	r.mu.Unlock()
+	if l.renewing {
+		l.released = true
+		return true
+	}
+	return false
 }
 
 // loop renews the held leases every interval and returns once none is held
 // at a tick. A failed renewal is not fatal: the next one may succeed before
-// the lease expires.
+// the lease expires, and adds back a lease the store lost meanwhile.
 func (r *renewer) loop() {
 	t := time.NewTicker(r.every)
 	defer t.Stop()
@@ -150,16 +171,73 @@ func (r *renewer) loop() {
 		}
 		batch = batch[:0]
 		for l := range r.held {
+			l.renewing = true
 			batch = append(batch, l)
 		}
 		r.mu.Unlock()
+		r.renew(batch)
+		var done []*Lease
+		r.mu.Lock()
 		for _, l := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), r.every)
-			_ = l.store.Renew(ctx, l.reqs)
-			cancel()
+			l.renewing = false
+			if l.released {
+				done = append(done, l)
+			}
+		}
+		r.mu.Unlock()
+		if len(done) > 0 {
+			r.release(done)
 		}
 		clear(batch)
 	}
+}
+
+// renew makes one Renew call per store for the leases of batch, all
+// concurrently, each bounded by the interval.
+func (r *renewer) renew(batch []*Lease) {
+	var wg sync.WaitGroup
+	for _, g := range byStore(batch) {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), r.every)
+			defer cancel()
+			_, _ = g.store.Renew(ctx, g.reqs) // the store counts its failures
+		})
+	}
+	wg.Wait()
+}
+
+// release gives back the leases whose Release came during their renewal,
+// one Release call per store.
+func (r *renewer) release(leases []*Lease) {
+	for _, g := range byStore(leases) {
+		_ = g.store.Release(context.Background(), g.reqs) // an unreleased lease expires
+	}
+}
+
+// storeLeases is the requests of the leases held on one store.
+type storeLeases struct {
+	store ratelimit.LeaseStore
+	reqs  []ratelimit.Request
+}
+
+// byStore groups the requests of leases by store. A store value that is
+// not comparable (a struct holding a func) is a group of its own per
+// lease.
+func byStore(leases []*Lease) map[any]*storeLeases {
+	groups := make(map[any]*storeLeases)
+	for _, l := range leases {
+		var k any = l.store
+		if !reflect.ValueOf(l.store).Comparable() {
+			k = l
+		}
+		g := groups[k]
+		if g == nil {
+			g = &storeLeases{store: l.store}
+			groups[k] = g
+		}
+		g.reqs = append(g.reqs, l.reqs...)
+	}
+	return groups
 }
 
 // usesLeases reports whether any policy l can use is a concurrency policy.

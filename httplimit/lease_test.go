@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -99,24 +101,37 @@ func TestConcurrencyNeedsLeaseStore(t *testing.T) {
 // rateOnly is a Store that is not a LeaseStore.
 type rateOnly struct{ ratelimit.Store }
 
-// countingStore is a LeaseStore that counts renewals and releases.
+// countingStore is a LeaseStore that counts renewals and releases, and
+// the leases each renewal carried. A renewal waits while gate (if set)
+// is open, and events records renewal ends and releases in order.
 type countingStore struct {
 	rateOnly
 	mu                sync.Mutex
 	renewed, released int
+	perRenewal        []int
+	gate              chan struct{}
+	events            []string
 }
 
-func (s *countingStore) Renew(context.Context, []ratelimit.Request) error {
+func (s *countingStore) Renew(_ context.Context, reqs []ratelimit.Request) (int, error) {
+	if s.gate != nil {
+		<-s.gate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.renewed++
-	return nil
+	s.perRenewal = append(s.perRenewal, len(reqs))
+	s.events = append(s.events, "renewed")
+	return 0, nil
 }
 
-func (s *countingStore) Release(context.Context, []ratelimit.Request) error {
+func (s *countingStore) Release(_ context.Context, reqs []ratelimit.Request) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.released++
+	for _, r := range reqs {
+		s.events = append(s.events, "released "+r.Lease)
+	}
 	return nil
 }
 
@@ -124,6 +139,63 @@ func (s *countingStore) counts() (renewed, released int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.renewed, s.released
+}
+
+// TestLeaseRenewalOneCallPerStore (issue 27): the leases of a thousand
+// requests held on one store are renewed in one Renew call per tick, not
+// one call each.
+func TestLeaseRenewalOneCallPerStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "cc", Algorithm: ratelimit.Concurrency, Limit: 5000, LeaseTTL: 3 * time.Second})
+		store := &countingStore{}
+		const n = 1000
+		held := make([]*Lease, n)
+		for i := range held {
+			held[i] = HoldLeases(store, []ratelimit.Request{{Key: "k", Policy: p, Lease: strconv.Itoa(i)}})
+		}
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		store.mu.Lock()
+		got := slices.Clone(store.perRenewal)
+		store.mu.Unlock()
+		if want := []int{n, n}; !slices.Equal(got, want) {
+			if len(got) > 10 {
+				t.Errorf("%d Renew calls over two 1s ticks, want 2 (one per tick, %d leases each)", len(got), n)
+			} else {
+				t.Errorf("leases per Renew call over two 1s ticks = %v, want %v", got, want)
+			}
+		}
+		for _, l := range held {
+			l.Release()
+		}
+		time.Sleep(2 * time.Second) // the renewer ends at its next tick
+	})
+}
+
+// TestLeaseReleaseAfterRenewal (issue 27): a renewal adds back a lease the
+// store lost, so a Release that comes while the lease's renewal is in
+// flight must reach the store after that renewal, or the renewal would
+// bring the released lease back for a whole TTL.
+func TestLeaseReleaseAfterRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "cc", Algorithm: ratelimit.Concurrency, Limit: 5, LeaseTTL: 3 * time.Second})
+		store := &countingStore{gate: make(chan struct{})}
+		l := HoldLeases(store, []ratelimit.Request{{Key: "k", Policy: p, Lease: "a"}})
+		time.Sleep(1500 * time.Millisecond) // the renewal at 1s waits on the gate
+		synctest.Wait()
+		if err := l.Release(); err != nil {
+			t.Fatalf("Release during a renewal: %v", err)
+		}
+		close(store.gate)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		store.mu.Lock()
+		got := slices.Clone(store.events)
+		store.mu.Unlock()
+		if want := []string{"renewed", "released a"}; !slices.Equal(got, want) {
+			t.Errorf("store calls = %q, want %q: the release must follow the renewal in flight", got, want)
+		}
+	})
 }
 
 // TestLeaseRenewal: a held lease is renewed every third of its TTL until

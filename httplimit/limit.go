@@ -136,6 +136,13 @@ type Options struct {
 	Limits []Limit
 	// Store decides the limits. Required.
 	Store ratelimit.Store
+	// Leases is the store the leases of concurrency limits are released and
+	// renewed on; nil means Store. The leases held on one Leases value, by any
+	// number of Middlewares, are renewed in one call per renewal (see
+	// [Lease]), so Middlewares sharing a store should share this value
+	// (a comparable one, such as a pointer). It must reach the leases Store
+	// takes.
+	Leases ratelimit.LeaseStore
 	// Clock turns a Decision's Reset into the Unix time of X-RateLimit-Reset.
 	// Nil means the system clock. The store keeps its own clock for decisions.
 	Clock ratelimit.Clock

@@ -25,6 +25,7 @@ type Middleware struct {
 	// Result.setRateLimitHeaders): the common case, formatted once.
 	policyField  []byte
 	store        ratelimit.Store
+	leases       ratelimit.LeaseStore // see Options.Leases
 	clock        ratelimit.Clock
 	rv           resolver
 	override     func(ctx context.Context, route string, key []string) *ratelimit.Policy
@@ -103,12 +104,16 @@ func New(o Options) (*Middleware, error) {
 		route:        o.Route,
 		limits:       limits,
 		store:        o.Store,
+		leases:       o.Leases,
 		clock:        o.Clock,
 		rv:           resolver{route: o.Route, ip: o.IP},
 		override:     o.Override,
 		onStoreError: o.OnStoreError,
 		observe:      o.Observe,
 		policyField:  appendPolicyField(nil, defaults),
+	}
+	if m.leases == nil {
+		m.leases, _ = o.Store.(ratelimit.LeaseStore)
 	}
 	if m.clock == nil {
 		m.clock = ratelimit.SystemClock{}

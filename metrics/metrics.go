@@ -54,6 +54,8 @@ type Metrics struct {
 	keyOverflow    *prometheus.CounterVec
 	rlsUnknown     prometheus.Counter
 	shed           *prometheus.CounterVec
+	leaseReadds    prometheus.Counter
+	renewFailures  prometheus.Counter
 	routes         sync.Map // route id -> *routeSeries
 }
 
@@ -130,6 +132,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_shed_total",
 		Help: "Requests shed (503) by load shedding, by route, route priority and reason (in_flight: the fleet budget share of the priority is full; latency: the upstream is slow).",
 	}, []string{"route", "priority", "reason"}))
+	m.leaseReadds = register(reg, &errs, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_lease_readds_total",
+		Help: "Leases (concurrency limits, the shedding budget) a renewal added back to the store because it had lost them while their requests were still in flight: they expired while renewals failed, or the store lost its data.",
+	}))
+	m.renewFailures = register(reg, &errs, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_lease_renew_failures_total",
+		Help: "Lease renewals (one store call renewing every lease an interval holds) the store failed.",
+	}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -244,6 +254,22 @@ func (m *Metrics) RLSUnknownDomain() {
 		return
 	}
 	m.rlsUnknown.Inc()
+}
+
+// LeaseReadds counts n leases a renewal added back to the store.
+func (m *Metrics) LeaseReadds(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.leaseReadds.Add(float64(n))
+}
+
+// LeaseRenewFailure counts one lease renewal call the store failed.
+func (m *Metrics) LeaseRenewFailure() {
+	if m == nil {
+		return
+	}
+	m.renewFailures.Inc()
 }
 
 // SetFallbackActive sets sluice_fallback_active to 1 (true) or 0.

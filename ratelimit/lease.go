@@ -53,9 +53,17 @@ type LeaseStore interface {
 	// (released before, or expired) does nothing, so a release may be
 	// retried safely.
 	Release(ctx context.Context, reqs []Request) error
-	// Renew extends each lease that is still held to LeaseTTL from now; a
-	// lease that is no longer held stays released.
-	Renew(ctx context.Context, reqs []Request) error
+	// Renew extends each lease named by reqs to LeaseTTL from now, in as
+	// few store calls as it can (every lease a process holds goes in one
+	// Renew). The caller still holds these leases: a lease the store no
+	// longer has (it expired while renewals failed, or the store lost its
+	// data) is added back, and counted in readded. So Renew must not be
+	// called for a lease after, or concurrently with, its Release (a Lease
+	// of package httplimit orders the two). Adding a lease back may leave a
+	// key holding more than Limit leases, when others were admitted while
+	// it was missing; new requests are then denied until enough end. On an
+	// error, some of the leases may have been renewed.
+	Renew(ctx context.Context, reqs []Request) (readded int, err error)
 }
 
 // HasLeases reports whether any of reqs is a concurrency limit.
@@ -95,9 +103,9 @@ func ReleaseLeases(ctx context.Context, s Store, reqs []Request) error {
 
 // RenewLeases calls s.Renew if s is a LeaseStore; otherwise it fails with
 // ErrNoLeases.
-func RenewLeases(ctx context.Context, s Store, reqs []Request) error {
+func RenewLeases(ctx context.Context, s Store, reqs []Request) (int, error) {
 	if ls, ok := s.(LeaseStore); ok {
 		return ls.Renew(ctx, reqs)
 	}
-	return fmt.Errorf("renew: %T: %w", s, ErrNoLeases)
+	return 0, fmt.Errorf("renew: %T: %w", s, ErrNoLeases)
 }

@@ -16,6 +16,7 @@ import (
 func (s *suite) runLeases(t *testing.T) {
 	t.Run("Timeline", s.testLeaseTimeline)
 	t.Run("Renew", s.testLeaseRenew)
+	t.Run("RenewMany", s.testLeaseRenewMany)
 	t.Run("AllOrNothing", s.testLeaseAllOrNothing)
 	t.Run("Invalid", s.testLeaseInvalid)
 	t.Run("Concurrent", s.testLeaseConcurrent)
@@ -87,19 +88,21 @@ func (s *suite) testLeaseTimeline(t *testing.T) {
 }
 
 // testLeaseRenew checks that Renew keeps a lease past its first expiry and
-// does not bring back a released one.
+// adds back one the store lost while its holder still held it (issue 27).
 func (s *suite) testLeaseRenew(t *testing.T) {
 	e, ls := s.leaseEnv(t, oddStart)
 	p := concurrencyPolicy(t, 1, time.Second)
-	a := ratelimit.Request{Key: e.key("k"), Policy: p, Lease: "a"}
-	b := ratelimit.Request{Key: e.key("k"), Policy: p, Lease: "b"}
+	lease := func(id string) ratelimit.Request {
+		return ratelimit.Request{Key: e.key("k"), Policy: p, Lease: id}
+	}
+	a, b, c := lease("a"), lease("b"), lease("c")
 	e.set(0)
 	if d := e.evaluate1(a); !d.Allowed {
 		t.Fatalf("Evaluate(%s, lease a) = denied", e.when())
 	}
 	e.set(800 * time.Millisecond)
-	if err := ls.Renew(context.Background(), []ratelimit.Request{a}); err != nil {
-		t.Fatalf("Renew: %v", err)
+	if n, err := ls.Renew(context.Background(), []ratelimit.Request{a}); err != nil || n != 0 {
+		t.Fatalf("Renew(%s, held lease a) = %d, %v; want 0 added back, no error", e.when(), n, err)
 	}
 	e.set(1500 * time.Millisecond)
 	if d := e.evaluate1(b); d.Allowed {
@@ -109,12 +112,53 @@ func (s *suite) testLeaseRenew(t *testing.T) {
 	if d := e.evaluate1(b); !d.Allowed {
 		t.Errorf("Evaluate(%s, lease b) = denied, want allowed: a expired at t0+1.8s", e.when())
 	}
-	e.release(ls, b)
-	if err := ls.Renew(context.Background(), []ratelimit.Request{b}); err != nil {
-		t.Fatalf("Renew: %v", err)
+	// a's holder still holds it: renewing adds it back, beside b.
+	if n, err := ls.Renew(context.Background(), []ratelimit.Request{a}); err != nil || n != 1 {
+		t.Fatalf("Renew(%s, expired lease a) = %d, %v; want 1 added back, no error", e.when(), n, err)
 	}
-	if d := e.peek1(a); d.Remaining != 1 {
-		t.Errorf("Peek(%s) after renewing a released lease: remaining %d, want 1", e.when(), d.Remaining)
+	if d := e.evaluate1(c); d.Allowed {
+		t.Errorf("Evaluate(%s, lease c) = allowed, want denied: a (added back) and b are held", e.when())
+	}
+	e.release(ls, b)
+	if d := e.evaluate1(c); d.Allowed {
+		t.Errorf("Evaluate(%s, lease c) = allowed, want denied: a (added back) is held", e.when())
+	}
+	e.release(ls, a)
+	if d := e.evaluate1(c); !d.Allowed {
+		t.Errorf("Evaluate(%s, lease c) = denied, want allowed: a and b were released", e.when())
+	}
+}
+
+// testLeaseRenewMany renews hundreds of leases over several keys in one
+// call: every held one is extended, every missing one added back and
+// counted.
+func (s *suite) testLeaseRenewMany(t *testing.T) {
+	e, ls := s.leaseEnv(t, oddStart)
+	const perKey, lost = 300, 7
+	p := concurrencyPolicy(t, 2*perKey, time.Second)
+	var all []ratelimit.Request
+	e.set(0)
+	for _, k := range []string{"x", "y"} {
+		for i := range perKey {
+			r := ratelimit.Request{Key: e.key(k), Policy: p, Lease: fmt.Sprintf("%s%d", k, i)}
+			if i >= lost || k == "x" {
+				if d := e.evaluate1(r); !d.Allowed {
+					t.Fatalf("Evaluate(%s, lease %s) = denied", e.when(), r.Lease)
+				}
+			}
+			all = append(all, r)
+		}
+	}
+	e.set(800 * time.Millisecond)
+	if n, err := ls.Renew(context.Background(), all); err != nil || n != lost {
+		t.Fatalf("Renew(%s, %d leases, %d of them never taken) = %d, %v; want %d added back", e.when(), len(all), lost, n, err, lost)
+	}
+	e.set(1500 * time.Millisecond)
+	for _, k := range []string{"x", "y"} {
+		d := e.peek1(ratelimit.Request{Key: e.key(k), Policy: p, Lease: "probe"})
+		if d.Remaining != perKey {
+			t.Errorf("Peek(%s, key %s) remaining %d, want %d: all %d leases renewed until t0+1.8s", e.when(), k, d.Remaining, perKey, perKey)
+		}
 	}
 }
 

@@ -65,6 +65,9 @@ func (s *Store) evaluate(ctx context.Context, reqs []ratelimit.Request, out []ra
 	if s.debts != nil && s.debts.owes(reqs) {
 		return s.evaluateOwing(ctx, done, reqs, out, hook)
 	}
+	if s.local != nil && ratelimit.HasLeases(reqs) {
+		return s.evaluateLeasesFirst(ctx, done, reqs, out, hook)
+	}
 	pctx, cancel := s.evaluateCtx(ctx)
 	start := monoNow()
 	admitted, err := s.primary.Evaluate(pctx, reqs, out)
@@ -143,6 +146,49 @@ func (s *Store) evaluateOwing(ctx context.Context, done func(error), reqs []rate
 		}
 	}
 	return admitted, nil
+}
+
+// evaluateLeasesFirst decides a request with concurrency limits in Local
+// mode: its leases are taken on the Local store first, which holds every
+// lease this instance holds (see lease.go), and the primary is asked only
+// if they all admit. So this instance never holds more leases of a key
+// than its limit, even while the primary has lost some of them (they
+// expired while it was away, or it restarted empty) and before a renewal
+// adds them back. A request the Local store denies is answered without
+// the primary, with the Local store's view of its rate limits; it is not a
+// fallback decision: the primary, holding every lease, would deny it too.
+func (s *Store) evaluateLeasesFirst(ctx context.Context, done func(error), reqs []ratelimit.Request, out []ratelimit.Decision, hook func(context.Context, Mode)) (bool, error) {
+	leases := ratelimit.LeasesOf(reqs)
+	lout := make([]ratelimit.Decision, len(leases))
+	if ok, err := s.local.Evaluate(ctx, leases, lout); err != nil || !ok {
+		done(errExcluded) // the primary was not asked
+		s.notify()
+		if err != nil {
+			return false, fmt.Errorf("fallback store: local: %w", err)
+		}
+		if err := s.local.Peek(ctx, reqs, out); err != nil {
+			return false, fmt.Errorf("fallback store: local: %w", err)
+		}
+		return false, nil
+	}
+	pctx, cancel := s.evaluateCtx(ctx)
+	start := monoNow()
+	admitted, err := s.primary.Evaluate(pctx, reqs, out)
+	cancel()
+	fail, pass := s.outcome(ctx, done, err, start)
+	switch {
+	case pass != nil:
+		admitted, err = false, pass
+	case fail:
+		admitted, err = s.fallback(ctx, reqs, out, err, hook)
+	case admitted:
+		s.record(ctx, reqs, out)
+	}
+	if !admitted {
+		// The leases taken on the Local store are held by nobody.
+		_ = ratelimit.ReleaseLeases(ctx, s.local, leases)
+	}
+	return admitted, err
 }
 
 // fallback decides reqs without the primary, by the Store's mode. cause is

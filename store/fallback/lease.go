@@ -12,7 +12,12 @@ import (
 // the request: the primary while it works (and then recorded on the Local
 // store too, as every admission is, so the Local store's in-flight count
 // follows this instance's requests), the Local store while the primary is
-// unavailable. A lease is released or renewed on both stores. Releasing an
+// unavailable. In Local mode a request with concurrency limits takes its
+// leases on the Local store before the primary is asked
+// (evaluateLeasesFirst), so that one instance never exceeds a limit even
+// while the primary has lost leases its requests still hold. A lease is
+// released or renewed on both stores; a renewal adds back what either
+// store lost. Releasing an
 // id is idempotent and ids are unique per request, so releasing on a store
 // that never held the lease, or twice, frees nobody else's slot.
 //
@@ -76,24 +81,35 @@ func (s *Store) releaseLater(reqs []ratelimit.Request, tries int) {
 	}
 }
 
-// Renew renews the leases on both stores. The primary's error is returned
-// only without a Local store (Allow and Deny modes): with one, the Local
-// store holds the lease while the primary is away, and a lease the primary
-// could not renew expires by its TTL unless a later renewal succeeds.
-func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+// Renew renews the leases on both stores, in one call to each, adding back
+// the ones a store lost (see [ratelimit.LeaseStore]), and returns how many
+// the primary added back (the Local store, when the primary failed). The call to the primary is made whether or not
+// the breaker is open, so that the leases are back as soon as it answers;
+// its failure is reported to Options.OnRenewFailure, and returned only
+// without a Local store (Allow and Deny modes): with one, the Local store
+// holds the leases while the primary is away, and the first renewal that
+// reaches the primary again adds back the ones it lost meanwhile.
+func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	reqs = ratelimit.LeasesOf(reqs)
 	if len(reqs) == 0 {
-		return nil
+		return 0, nil
 	}
+	localN := 0
 	if s.local != nil {
-		_ = ratelimit.RenewLeases(ctx, s.local, reqs)
+		localN, _ = ratelimit.RenewLeases(ctx, s.local, reqs) // the memory store never fails
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := ratelimit.RenewLeases(pctx, s.primary, reqs); err != nil && s.local == nil {
-		return err
+	n, err := ratelimit.RenewLeases(pctx, s.primary, reqs)
+	if err != nil {
+		if s.onRenewFail != nil {
+			s.onRenewFail(err)
+		}
+		if s.local != nil {
+			return localN, nil
+		}
 	}
-	return nil
+	return n, err
 }
 
 // Release passes to the Store.
@@ -102,6 +118,6 @@ func (o observed) Release(ctx context.Context, reqs []ratelimit.Request) error {
 }
 
 // Renew passes to the Store.
-func (o observed) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+func (o observed) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	return o.s.Renew(ctx, reqs)
 }

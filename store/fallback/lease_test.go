@@ -16,9 +16,9 @@ func (f *fakeStore) Release(ctx context.Context, reqs []ratelimit.Request) error
 	return f.inner.Release(ctx, reqs)
 }
 
-func (f *fakeStore) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+func (f *fakeStore) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	if err := f.enter(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer f.leave()
 	return f.inner.Renew(ctx, reqs)
@@ -144,5 +144,58 @@ func TestLeaseOwingPrimaryDenies(t *testing.T) {
 	}
 	if err := local.Peek(ctx, lease("probe"), out); err != nil || out[0].Remaining != 1 {
 		t.Errorf("Local store after the primary denied b: remaining %d (%v), want 1 (b's local lease released)", out[0].Remaining, err)
+	}
+}
+
+// TestLeasesGatedByLocal (issue 27): when the primary loses the leases of
+// requests still in flight (it restarted empty, or they expired while it
+// was away), this instance still admits no more than the limit: the Local
+// store, which holds every lease the instance holds, is asked first. A
+// renewal adds the lost leases back to the primary.
+func TestLeasesGatedByLocal(t *testing.T) {
+	primary := newFake(t, nil)
+	var renewFailures int
+	s, err := New(Options{Primary: primary, Local: newMemory(t, nil), OnRenewFailure: func(error) { renewFailures++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "cc", Algorithm: ratelimit.Concurrency, Limit: 2, LeaseTTL: time.Minute})
+	lease := func(id string) []ratelimit.Request { return []ratelimit.Request{{Key: "k", Policy: p, Lease: id}} }
+	ctx := context.Background()
+	take := func(id string) bool {
+		t.Helper()
+		ok, err := s.Evaluate(ctx, lease(id), make([]ratelimit.Decision, 1))
+		if err != nil {
+			t.Fatalf("Evaluate(%s): %v", id, err)
+		}
+		return ok
+	}
+	if !take("a") || !take("b") {
+		t.Fatal("the first two leases were denied")
+	}
+	if err := primary.inner.Reset(ctx, lease("a")); err != nil { // the primary loses both
+		t.Fatal(err)
+	}
+	if take("c") {
+		t.Fatal("lease c admitted while a and b are in flight (limit 2), the primary having lost them")
+	}
+	held := append(lease("a"), lease("b")...)
+	if n, err := s.Renew(ctx, held); err != nil || n != 2 {
+		t.Fatalf("Renew(a, b) = %d, %v; want 2 added back to the primary", n, err)
+	}
+	out := make([]ratelimit.Decision, 1)
+	if err := primary.inner.Peek(ctx, lease("probe"), out); err != nil || out[0].Remaining != 0 {
+		t.Errorf("primary after the renewal: remaining %d (%v), want 0 (a and b back)", out[0].Remaining, err)
+	}
+	primary.set(failing)
+	if n, err := s.Renew(ctx, held); err != nil || n != 0 || renewFailures != 1 {
+		t.Errorf("Renew with the primary down = %d, %v, %d failures reported; want 0, nil (the Local store holds them), 1", n, err, renewFailures)
+	}
+	primary.set(up)
+	if err := s.Release(ctx, lease("a")); err != nil {
+		t.Fatal(err)
+	}
+	if !take("c") {
+		t.Error("lease c denied after a's release")
 	}
 }

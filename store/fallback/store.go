@@ -95,6 +95,9 @@ type Options struct {
 	// OnFallback, if set, is called with the request's ctx once for each
 	// Evaluate decided without the primary, whatever the mode.
 	OnFallback func(ctx context.Context, mode Mode)
+	// OnRenewFailure, if set, is called with the primary's error for each
+	// lease renewal (Renew) the primary fails, whatever the mode.
+	OnRenewFailure func(err error)
 	// OnStateChange, if set, is called with true when the breaker opens (the
 	// fallback is in use) and with false when it closes again.
 	OnStateChange func(active bool)
@@ -120,21 +123,23 @@ type Options struct {
 // Store is a [ratelimit.Store] that decides on Options.Primary and, while it
 // fails, by Options.Mode. It is safe for concurrent use.
 type Store struct {
-	primary   ratelimit.Store
-	local     ratelimit.Store // nil unless mode == Local
-	mode      Mode
-	timeout   time.Duration
-	bounded   bool // the primary bounds its own calls within timeout
-	classify  func(error) (string, bool)
-	ping      func(context.Context) error
-	onError   func(context.Context, string)
-	onFall    func(context.Context, Mode)
-	onState   func(bool)
-	inProcess bool
-	cb        *gobreaker.TwoStepCircuitBreaker[struct{}]
-	debts     *debts // nil unless mode == Local
-	eng       *engagement
-	scratches sync.Pool
+	primary  ratelimit.Store
+	local    ratelimit.Store // nil unless mode == Local
+	mode     Mode
+	timeout  time.Duration
+	bounded  bool // the primary bounds its own calls within timeout
+	classify func(error) (string, bool)
+	ping     func(context.Context) error
+	onError  func(context.Context, string)
+	onFall   func(context.Context, Mode)
+	onState  func(bool)
+	// onRenewFail is Options.OnRenewFailure.
+	onRenewFail func(error)
+	inProcess   bool
+	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
+	debts       *debts // nil unless mode == Local
+	eng         *engagement
+	scratches   sync.Pool
 
 	// brokeAt is when (monoNow) the last connection failure counted by the
 	// breaker was seen; see outcome.
@@ -185,6 +190,8 @@ func New(opts Options) (*Store, error) {
 		onError:  opts.OnStoreError,
 		onFall:   opts.OnFallback,
 		onState:  opts.OnStateChange,
+
+		onRenewFail: opts.OnRenewFailure,
 
 		inProcess: opts.InProcess,
 	}

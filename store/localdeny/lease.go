@@ -16,7 +16,7 @@ func (s *Store) Release(ctx context.Context, reqs []ratelimit.Request) error {
 }
 
 // Renew renews the leases on the inner store.
-func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+func (s *Store) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	return ratelimit.RenewLeases(ctx, s.inner, reqs)
 }
 
@@ -26,6 +26,6 @@ func (v view) Release(ctx context.Context, reqs []ratelimit.Request) error {
 }
 
 // Renew renews the leases on the view's inner store.
-func (v view) Renew(ctx context.Context, reqs []ratelimit.Request) error {
+func (v view) Renew(ctx context.Context, reqs []ratelimit.Request) (int, error) {
 	return ratelimit.RenewLeases(ctx, v.inner, reqs)
 }

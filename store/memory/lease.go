@@ -123,22 +123,26 @@ func (s *Store) Release(_ context.Context, reqs []ratelimit.Request) error {
 	return nil
 }
 
-// Renew extends each request's lease that is still held to its policy's
-// LeaseTTL from now. It never fails.
-func (s *Store) Renew(_ context.Context, reqs []ratelimit.Request) error {
+// Renew extends each request's lease to its policy's LeaseTTL from now,
+// adding back a lease the store no longer holds (see
+// [ratelimit.LeaseStore]), in one pass under the lease lock. It returns how
+// many were added back and never fails.
+func (s *Store) Renew(_ context.Context, reqs []ratelimit.Request) (int, error) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
 	now := s.nowMicros()
+	readded := 0
 	for i := range reqs {
 		r := &reqs[i]
-		if r.Policy == nil || !r.Policy.IsConcurrency() {
+		if r.Policy == nil || !r.Policy.IsConcurrency() || r.Lease == "" {
 			continue
 		}
-		if exp, ok := s.leases.m[r.Key][r.Lease]; ok && exp > now {
-			s.leases.m[r.Key][r.Lease] = now + r.Policy.LeaseTTL().Microseconds()
+		if exp, ok := s.leases.m[r.Key][r.Lease]; !ok || exp <= now {
+			readded++
 		}
+		s.leases.take(r.Key, r.Lease, now+r.Policy.LeaseTTL().Microseconds())
 	}
-	return nil
+	return readded, nil
 }
 
 // resetLeases drops every lease of key.

@@ -84,6 +84,15 @@
 // slot, and a key value that splits SCG's two keys over two slots is a
 // store error.
 //
+// # Leases
+//
+// A concurrency limit's leases are one sorted set per key (lua/concurrency.lua),
+// decided in the same script call as the request's other limits. Release is
+// one ZREM per lease. Renew sends every lease it is given in runs of
+// lua/renew.lua of at most 100 leases, each run's keys in one Cluster hash
+// slot, all at once (one round trip per node); a run extends each lease
+// and adds back one its key no longer has (see [ratelimit.LeaseStore]).
+//
 // # Micro-batching (standalone and Sentinel)
 //
 // Redis runs one script at a time, and about half of a single-request

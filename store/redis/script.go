@@ -54,9 +54,8 @@ var (
 	// run is never sent twice.
 	evalScript   = newScript(evalSource)
 	refundScript = newScript(refundSource)
-	// renewScript extends leases (concurrency limits); it needs only
-	// core.lua's clock.
-	renewScript = newScript(mustRead("core.lua") + "\n" + mustRead("renew.lua"))
+	// renewScript extends leases (concurrency limits), many per call.
+	renewScript = newScript(mustRead("renew.lua"))
 )
 
 // mustRead returns an embedded script file.
