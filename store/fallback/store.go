@@ -379,16 +379,32 @@ func (s *Store) outcome(ctx context.Context, done func(error), err error, start 
 	switch {
 	case kind != "connection":
 		done(err)
-	case start < s.brokeAt.Load():
-		done(errExcluded) // in flight when a counted failure broke its connection
-	default:
-		s.brokeAt.Store(monoNow())
+	case s.countBreak(start):
 		done(err)
+	default:
+		done(errExcluded) // in flight when a counted failure broke its connection
 	}
 	if s.onError != nil {
 		s.onError(ctx, kind)
 	}
 	return true, nil
+}
+
+// countBreak reports whether a connection failure of a call started at
+// start counts: it does unless a counted failure came after the call
+// started (the calls in flight on one broken connection count once). Of
+// calls failing together, exactly one counts: the one whose swap of
+// brokeAt succeeds first; the others then see it.
+func (s *Store) countBreak(start int64) bool {
+	for {
+		b := s.brokeAt.Load()
+		if start < b {
+			return false
+		}
+		if s.brokeAt.CompareAndSwap(b, monoNow()) {
+			return true
+		}
+	}
 }
 
 // monoEpoch is the origin of monoNow.
