@@ -105,6 +105,8 @@ type Gateway struct {
 	closed   atomic.Bool
 	// latency holds the upstreams' latency averages load shedding reads.
 	latency latencies
+	// panics records the panics recovered while serving requests.
+	panics *panics
 }
 
 // route is one configured route, compiled.
@@ -159,6 +161,11 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	var prevPanics *panics
+	if deps.Previous != nil {
+		prevPanics = deps.Previous.panics
+	}
+	g.panics = newPanics(m, g.log, prevPanics)
 	if b := deps.Build; b != (BuildInfo{}) {
 		m.BuildInfo(b.Version, b.Commit, b.Go)
 	}
@@ -229,10 +236,12 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 		if target == nil {
 			return nil, errors.New("upstream URL not parsed (config not validated)")
 		}
-		final = newProxyHandler(proxyConfig{
+		ph := newProxyHandler(proxyConfig{
 			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
 			preserveHost: rc.PreserveHost, timeout: rc.Timeout, ip: ip,
-		}, g.ups, g.metrics, g.log).withLatency(g.cfg.Shedding, g.latencyOf(rc)).serve
+		}, g.ups, g.metrics, g.log).withLatency(g.cfg.Shedding, g.latencyOf(rc))
+		ph.panics = g.panics
+		final = ph.serve
 	}
 	limits, err := g.limits(rc)
 	if err != nil {
