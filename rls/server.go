@@ -43,7 +43,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 64 << 10
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(o.MaxMessageBytes))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(o.MaxMessageBytes), grpc.ForceServerCodecV2(newCodec()))
 	rlsv3.RegisterRateLimitServiceServer(gs, current{o.Current, o.Recovered})
 	return &Server{gs: gs}, nil
 }
