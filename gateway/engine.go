@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/metrics"
 )
 
 // newPublicServer returns the public listener's server: fasthttp, streaming
@@ -25,6 +27,9 @@ import (
 // until the request's headers and the first byte of its body are in; for a
 // request with a body, the handler then sets the read deadline of
 // read_timeout, counted from the request's start, or lifts it.
+//
+// A panic the handler leaves unrecovered is recorded as the gateway's
+// (g.panics) and answered 500 (answerPanic).
 func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logger) *publicServer {
 	sc := g.cfg.Server
 	ps := &publicServer{conns: make(map[net.Conn]struct{})}
@@ -35,6 +40,15 @@ func newPublicServer(handler fasthttp.RequestHandler, g *Gateway, log *slog.Logg
 	}
 	ps.Server = &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
+			// The handler recovers a panic while it serves a request
+			// (Gateway.serveRecovering); this one recovers what is left,
+			// the bookkeeping around it, which fasthttp would not.
+			defer func() {
+				if v := recover(); v != nil {
+					g.panics.record(metrics.DoorGateway, v)
+					answerPanic(ctx)
+				}
+			}()
 			// A request without a body is read whole: the headers' deadline
 			// has nothing left to bound, and the engine sets the next
 			// request's own. (A deadline the handler sets costs the engine a

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/sluice-gw/sluice/config"
 )
 
@@ -247,5 +249,32 @@ func TestPanicInTunnel(t *testing.T) {
 	}
 	if got := panicCount(t, g, "gateway"); got != "2" {
 		t.Errorf(`sluice_panics_total{door="gateway"} = %s, want 2`, got)
+	}
+}
+
+// TestPanicInEngineHandler (issue 26, item 8): a panic that the gateway's
+// handler leaves unrecovered is recovered by the public server's own
+// handler: answered 500 and counted; the server keeps serving.
+func TestPanicInEngineHandler(t *testing.T) {
+	g := newTestGateway(t, testConfig())
+	ps := newPublicServer(func(ctx *fasthttp.RequestCtx) {
+		if len(ctx.Request.Header.Peek(panicHeader)) > 0 {
+			panic("test panic past the gateway's handler")
+		}
+		ctx.SetBodyString("ok")
+	}, g, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ps.Serve(ln) //nolint:errcheck // ends with the listener
+	t.Cleanup(func() { ps.Shutdown() })
+	front := "http://" + ln.Addr().String()
+	problemBody(t, getWith(t, front, "/", panicHeader, "any"), http.StatusInternalServerError)
+	if resp := getWith(t, front, "/"); resp.StatusCode != http.StatusOK {
+		t.Errorf("after the panic: %d, want 200", resp.StatusCode)
+	}
+	if got := panicCount(t, g, "gateway"); got != "1" {
+		t.Errorf(`sluice_panics_total{door="gateway"} = %s, want 1`, got)
 	}
 }
