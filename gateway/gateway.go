@@ -41,7 +41,9 @@ type Deps struct {
 	// store section of both configurations is the same, the new gateway
 	// shares the old one's store, so a reload keeps every key's budget (an
 	// in-memory store would otherwise start from scratch). The store is
-	// closed when the last gateway using it is closed.
+	// closed when the last gateway using it is closed. The new gateway also
+	// takes over the panic sites already logged with their stack
+	// (docs/operations.md, "Panics").
 	Previous *Gateway
 	// Clock is the memory store's clock and the time of X-RateLimit-Reset;
 	// nil means the system clock.

@@ -278,3 +278,36 @@ func TestPanicInEngineHandler(t *testing.T) {
 		t.Errorf(`sluice_panics_total{door="gateway"} = %s, want 1`, got)
 	}
 }
+
+// TestPanicSitesSurviveReload (issue 26, item 8): the stack of a panic is
+// logged once per site per process: a gateway built on reload (with
+// Deps.Previous) logs a site its predecessor logged without the stack.
+func TestPanicSitesSurviveReload(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := leaseConfig(up.URL, 1, time.Hour)
+	var prev *Gateway
+	for i := range 2 {
+		deps := Deps{Logger: log, Previous: prev}
+		if prev != nil {
+			deps.Registry = prev.Registry()
+		}
+		g, err := New(cfg, deps)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { g.Close() })
+		front := httptest.NewServer(g)
+		defer front.Close()
+		problemBody(t, getWith(t, front.URL, "/slow", panicHeader, "decide"), http.StatusInternalServerError)
+		if got := panicCount(t, g, "gateway"); got != fmt.Sprint(i+1) {
+			t.Errorf("gateway %d: sluice_panics_total{door=\"gateway\"} = %s, want %d", i+1, got, i+1)
+		}
+		prev = g
+	}
+	if with, without := panicLogs(t, logs); with != 1 || without != 1 {
+		t.Errorf("panic logs: %d with a stack, %d without; want 1 and 1 (one site, one process)\n%s", with, without, logs)
+	}
+}
