@@ -191,11 +191,11 @@ func (h *proxyHandler) tunnel(client, conn net.Conn, head, buffered []byte, hdr 
 		return
 	}
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn, point string, hdr *fasthttp.RequestHeader) {
+	pipe := func(dst, src net.Conn, point string, peek *fasthttp.RequestHeader) {
 		defer func() { done <- struct{}{} }()
 		ok := h.panics.guard(metrics.DoorGateway, func() {
 			if panicHook != nil {
-				panicHook(point, hdr)
+				panicHook(point, peek)
 			}
 			io.Copy(dst, src) //nolint:errcheck // either side closing ends the pipe
 			closeWrite(dst)
