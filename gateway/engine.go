@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/metrics"
 )
 
 // newPublicServer returns the public listener's server: fasthttp, streaming
@@ -29,7 +30,9 @@ import (
 // read_timeout, counted from the request's start, or lifts it.
 //
 // expect decides a request that carries Expect: 100-continue before the
-// engine sends 100 Continue (see Gateway.expectContinue).
+// engine sends 100 Continue (see Gateway.expectContinue). A panic the
+// handler leaves unrecovered is recorded as the gateway's (g.panics) and
+// answered 500 (answerPanic).
 func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.RequestCtx) int, g *Gateway, log *slog.Logger) *publicServer {
 	sc := g.cfg.Server
 	maxConns := sc.MaxConns
@@ -44,6 +47,15 @@ func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.Requ
 	}
 	ps.Server = &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
+			// The handler recovers a panic while it serves a request
+			// (Gateway.serveRecovering); this one recovers what is left,
+			// the bookkeeping around it, which fasthttp would not.
+			defer func() {
+				if v := recover(); v != nil {
+					g.panics.record(metrics.DoorGateway, v)
+					answerPanic(ctx)
+				}
+			}()
 			// A request without a body is read whole: the headers' deadline
 			// has nothing left to bound, and the engine sets the next
 			// request's own. (A deadline the handler sets costs the engine a

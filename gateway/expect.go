@@ -64,7 +64,7 @@ func (g *Gateway) expect(ctx *fasthttp.RequestCtx) (int, *pending) {
 	}
 	p := &pending{g: g, x: x}
 	x.req.pending = p
-	route := g.serve(ctx, x)
+	route := g.serveRecovering(ctx, x)
 	x.req.pending = nil
 	if p.rt == nil {
 		g.finish(x, route)
@@ -85,7 +85,11 @@ func (p *pending) resume(ctx *fasthttp.RequestCtx) {
 	}
 	r.lease, p.lease = p.lease, held{}
 	func() {
+		// A panic here is recovered by the engine's handler (engine.go).
 		defer func() { r.takeLease().Release() }()
+		if panicHook != nil {
+			panicHook("resume", &ctx.Request.Header)
+		}
 		p.rt.final(ctx, r, p.res)
 	}()
 	p.end()

@@ -41,7 +41,9 @@ type Deps struct {
 	// store section of both configurations is the same, the new gateway
 	// shares the old one's store, so a reload keeps every key's budget (an
 	// in-memory store would otherwise start from scratch). The store is
-	// closed when the last gateway using it is closed.
+	// closed when the last gateway using it is closed. The new gateway also
+	// takes over the panic sites already logged with their stack
+	// (docs/operations.md, "Panics").
 	Previous *Gateway
 	// Clock is the memory store's clock and the time of X-RateLimit-Reset;
 	// nil means the system clock.
@@ -108,6 +110,8 @@ type Gateway struct {
 	// request's client by its keys.
 	latency     latencies
 	latencyKeys bool
+	// panics records the panics recovered while serving requests.
+	panics *panics
 }
 
 // route is one configured route, compiled.
@@ -163,6 +167,11 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
+	var prevPanics *panics
+	if deps.Previous != nil {
+		prevPanics = deps.Previous.panics
+	}
+	g.panics = newPanics(m, g.log, prevPanics)
 	if b := deps.Build; b != (BuildInfo{}) {
 		m.BuildInfo(b.Version, b.Commit, b.Go)
 	}
@@ -232,10 +241,12 @@ func (g *Gateway) buildRoute(rc *config.Route, ip *httplimit.IPResolver, clock r
 		if target == nil {
 			return nil, errors.New("upstream URL not parsed (config not validated)")
 		}
-		final = newProxyHandler(proxyConfig{
+		ph := newProxyHandler(proxyConfig{
 			route: rc.ID, target: target, stripPrefix: rc.StripPrefix,
 			preserveHost: rc.PreserveHost, timeout: rc.Timeout, ip: ip,
-		}, g.ups, g.metrics, g.log).withLatency(g.cfg.Shedding, g.latencyOf(rc)).serve
+		}, g.ups, g.metrics, g.log).withLatency(g.cfg.Shedding, g.latencyOf(rc))
+		ph.panics = g.panics
+		final = ph.serve
 	}
 	limits, err := g.limits(rc)
 	if err != nil {

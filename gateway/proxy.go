@@ -91,6 +91,9 @@ type proxyHandler struct {
 	// latency is the upstream's latency signal load shedding reads; nil
 	// when nothing reads it.
 	latency *latencySignal
+	// panics records a panic in the goroutines a request starts and in
+	// the streaming of its answer.
+	panics *panics
 }
 
 // withLatency makes h feed the upstream's latency signal a, when load
@@ -337,6 +340,7 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 	}
 	if ub != nil {
 		ub.lease = r.takeLease() // released when the streamed body ends
+		ub.panics = h.panics
 	}
 	h.answer(ctx, ub, res)
 }
@@ -372,7 +376,7 @@ func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Resp
 			// client's connection (bodyReader.endRead), so a client that
 			// stops sending cannot hold the request and an upstream
 			// connection.
-			t := time.AfterFunc(h.c.timeout, body.endRead)
+			t := time.AfterFunc(h.c.timeout, func() { h.panics.guard(metrics.DoorGateway, body.endRead) })
 			defer t.Stop()
 		}
 	}
@@ -684,10 +688,12 @@ func answerHTTP10(ctx *fasthttp.RequestCtx, ub *upstreamBody) {
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		defer ub.Close()
-		if _, err := c.Write(head); err != nil {
-			return
-		}
-		io.Copy(c, ub) //nolint:errcheck // the client may be gone; the connection closes either way
+		ub.panics.guard(metrics.DoorGateway, func() {
+			if _, err := c.Write(head); err != nil {
+				return
+			}
+			io.Copy(c, ub) //nolint:errcheck // the client may be gone; the connection closes either way
+		})
 	})
 }
 
@@ -720,11 +726,28 @@ type upstreamBody struct {
 	release func(reuse bool)
 	eof     bool
 	once    sync.Once
-	lease   held // the request's leases, released on Close
+	lease   held    // the request's leases, released on Close
+	panics  *panics // records a panic while the body streams
 }
 
-func (b *upstreamBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
+// errPanicked ends a streamed answer whose reading panicked: the engine
+// closes the client's connection.
+var errPanicked = errors.New("gateway: panic while streaming the answer")
+
+// Read reads the upstream's body for the engine, past the handler: a panic
+// is recovered and recorded here (the engine would swallow it) and ends
+// the answer with errPanicked.
+func (b *upstreamBody) Read(p []byte) (n int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.panics.record(metrics.DoorGateway, v)
+			n, err = 0, errPanicked
+		}
+	}()
+	if panicHook != nil {
+		panicHook("body", &b.resp.Header)
+	}
+	n, err = b.r.Read(p)
 	if err == io.EOF {
 		b.eof = true
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
 )
 
 // exchange is one request's working memory on the public listener, pooled.
@@ -43,7 +44,7 @@ func (g *Gateway) servePublic(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	x := g.begin(ctx, ctx.Time())
-	g.finish(x, g.serve(ctx, x))
+	g.finish(x, g.serveRecovering(ctx, x))
 }
 
 // begin returns the exchange of a request that starts at now.
@@ -81,6 +82,26 @@ func (g *Gateway) finish(x *exchange, route string) {
 	clear(x.fwdSegments)
 	x.res.Body = nil
 	exchanges.Put(x)
+}
+
+// serveRecovering is serve with a panic recovered: it is recorded (as
+// forward_auth's once a forward_auth route has read the request, else as
+// the gateway's) and the request answered 500 (answerPanic). The leases the
+// request held are released on the way (route.decide), and the answer
+// recorded has no route.
+func (g *Gateway) serveRecovering(ctx *fasthttp.RequestCtx, x *exchange) (route string) {
+	defer func() {
+		if v := recover(); v != nil {
+			door := metrics.DoorGateway
+			if x.fwd.publicRequest != nil {
+				door = metrics.DoorForwardAuth
+			}
+			g.panics.record(door, v)
+			x.req.status = 0
+			answerPanic(ctx)
+		}
+	}()
+	return g.serve(ctx, x)
 }
 
 // serve answers the request and returns the id of the route that matched, or "".
@@ -171,6 +192,9 @@ func (rt *route) decide(ctx *fasthttp.RequestCtx, r *publicRequest, view httplim
 	rt.mw.Decide(view, res)
 	if res.Forward {
 		r.lease[0] = rt.mw.Hold(res)
+		if panicHook != nil {
+			panicHook("decide", &ctx.Request.Header)
+		}
 		rt.admit(ctx, r, res)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/rls"
 )
@@ -87,6 +88,7 @@ func (s *Server) startRLS(c *config.RLS) error {
 			g := s.acquire()
 			return g.rls, func() { g.inflight.Add(-1) }
 		},
+		Recovered: func(v any) { s.cur.Load().panics.record(metrics.DoorRLS, v) },
 	})
 	if err != nil {
 		return err

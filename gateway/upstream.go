@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
 )
 
 // dialTimeout bounds connecting to an upstream.
@@ -180,22 +181,47 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	buffered = append([]byte(nil), buffered...)
 	ctx.HijackSetNoResponse(true)
 	lease := r.takeLease() // held while the connections are piped
+	hdr := &ctx.Request.Header
 	ctx.Hijack(func(client net.Conn) {
 		defer lease.Release()
 		defer conn.Close()
-		if _, err := client.Write(head); err != nil {
-			return
+		if !h.panics.guard(metrics.DoorGateway, func() { h.tunnel(client, conn, head, buffered, hdr) }) {
+			client.Close()
 		}
-		if _, err := client.Write(buffered); err != nil {
-			return
-		}
-		done := make(chan struct{}, 2)
-		go func() { io.Copy(conn, client); closeWrite(conn); done <- struct{}{} }()   //nolint:errcheck // either side closing ends the pipe
-		go func() { io.Copy(client, conn); closeWrite(client); done <- struct{}{} }() //nolint:errcheck // as above
-		<-done
-		<-done
 	})
 	r.status = fasthttp.StatusSwitchingProtocols
+}
+
+// tunnel writes the upstream's 101 (head, and the bytes read past it) to
+// the client, then pipes the two connections both ways until either side
+// closes. A panic in a copier closes both connections, so that the other
+// copier ends too. hdr is the client's request headers, for panicHook.
+func (h *proxyHandler) tunnel(client, conn net.Conn, head, buffered []byte, hdr *fasthttp.RequestHeader) {
+	if _, err := client.Write(head); err != nil {
+		return
+	}
+	if _, err := client.Write(buffered); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn, point string, peek *fasthttp.RequestHeader) {
+		defer func() { done <- struct{}{} }()
+		ok := h.panics.guard(metrics.DoorGateway, func() {
+			if panicHook != nil {
+				panicHook(point, peek)
+			}
+			io.Copy(dst, src) //nolint:errcheck // either side closing ends the pipe
+			closeWrite(dst)
+		})
+		if !ok {
+			client.Close()
+			conn.Close()
+		}
+	}
+	go pipe(conn, client, "tunnel to upstream", hookHeader(hdr))
+	go pipe(client, conn, "tunnel to client", hookHeader(hdr))
+	<-done
+	<-done
 }
 
 // closeWrite half-closes c when it can, so the other side sees the end.

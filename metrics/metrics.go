@@ -56,6 +56,7 @@ type Metrics struct {
 	shed           *prometheus.CounterVec
 	leaseReadds    prometheus.Counter
 	renewFailures  prometheus.Counter
+	panics         *prometheus.CounterVec
 	routes         sync.Map // route id -> *routeSeries
 }
 
@@ -140,11 +141,25 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_lease_renew_failures_total",
 		Help: "Lease renewals (one store call renewing every lease an interval holds) the store failed.",
 	}))
+	m.panics = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_panics_total",
+		Help: "Panics recovered while serving a request, by door (gateway: the public listener's proxy and fixed answers; forward_auth: forward-auth routes; rls: the rate limit service).",
+	}, []string{"door"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	for _, door := range []string{DoorGateway, DoorForwardAuth, DoorRLS} {
+		m.panics.WithLabelValues(door) // present at 0 from the start, so that increase() sees the first
+	}
 	return m, nil
 }
+
+// The doors a request comes in by, the door label of sluice_panics_total.
+const (
+	DoorGateway     = "gateway"      // the public listener: proxied requests and fixed answers
+	DoorForwardAuth = "forward_auth" // the public listener: forward-auth routes
+	DoorRLS         = "rls"          // Envoy's rate limit service
+)
 
 // register registers c on reg, or returns the collector already registered
 // under the same descriptor.
@@ -333,4 +348,13 @@ func (m *Metrics) Shed(route, priority, reason string) {
 		return
 	}
 	m.shed.WithLabelValues(route, priority, reason).Inc()
+}
+
+// Panic counts one panic recovered while serving a request that came in by
+// door (DoorGateway, DoorForwardAuth or DoorRLS).
+func (m *Metrics) Panic(door string) {
+	if m == nil {
+		return
+	}
+	m.panics.WithLabelValues(door).Inc()
 }

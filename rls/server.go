@@ -28,6 +28,11 @@ type ServerOptions struct {
 	// MaxMessageBytes bounds one request message; a larger one is refused
 	// with RESOURCE_EXHAUSTED before it is decoded. Zero means 64 KiB.
 	MaxMessageBytes int
+	// Recovered, if not nil, is called with the value of a panic in a
+	// call, which is recovered and answered INTERNAL. It is called from the
+	// function deferred to recover, so the panicking stack is still there
+	// for it to print. Nil: the panic is answered INTERNAL unrecorded.
+	Recovered func(v any)
 }
 
 // NewServer returns a Server; it serves once Serve is called.
@@ -38,8 +43,8 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 64 << 10
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(o.MaxMessageBytes))
-	rlsv3.RegisterRateLimitServiceServer(gs, current{o.Current})
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(o.MaxMessageBytes), grpc.ForceServerCodecV2(newCodec()))
+	rlsv3.RegisterRateLimitServiceServer(gs, current{o.Current, o.Recovered})
 	return &Server{gs: gs}, nil
 }
 
@@ -72,10 +77,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // current routes each call to the Service in force.
 type current struct {
-	get func() (*Service, func())
+	get       func() (*Service, func())
+	recovered func(v any)
 }
 
-func (c current) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// errPanicked answers a call whose decision panicked.
+var errPanicked = status.Error(codes.Internal, "the rate limit service failed while deciding this request")
+
+func (c current) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (resp *rlsv3.RateLimitResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if c.recovered != nil {
+				c.recovered(v)
+			}
+			resp, err = nil, errPanicked
+		}
+	}()
 	svc, done := c.get()
 	defer done()
 	if svc == nil {
