@@ -99,3 +99,39 @@ func TestPlaceholders(t *testing.T) {
 		}
 	}
 }
+
+// TestFileProfile: only <config name>-<profile> names are profile files;
+// the names people give a gateway's file are not (issue 28).
+func TestFileProfile(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		names []string
+		want  string
+	}{
+		{"application.yml", nil, ""},
+		{"application-dev.yml", nil, "dev"},
+		{"config/application-prod.yaml", nil, "prod"},
+		{"application-dev-eu.properties", nil, "dev-eu"},
+		{"Application-dev.YML", nil, ""},
+		{"application-.yml", nil, ""},
+		{"gateway-config.yml", nil, ""},
+		{"my-gateway.yml", nil, ""},
+		{"api-gateway.yaml", nil, ""},
+		{"spring-cloud-gateway.properties", nil, ""},
+		{"/etc/my-app/application.yml", nil, ""},
+		{"bootstrap-dev.yml", nil, ""},
+		{"gateway.yml", []string{"gateway"}, ""},
+		{"gateway-prod.yml", []string{"gateway"}, "prod"},
+		{"application-prod.yml", []string{"gateway"}, ""},
+		{"my-gateway-dev.yml", []string{"my-gateway"}, "dev"},
+		{"app-x-dev.yml", []string{"app", "app-x"}, "dev"},
+	} {
+		names := tc.names
+		if names == nil {
+			names = []string{"application"}
+		}
+		if got := fileProfile(tc.file, names); got != tc.want {
+			t.Errorf("fileProfile(%q, %q) = %q, want %q", tc.file, names, got, tc.want)
+		}
+	}
+}

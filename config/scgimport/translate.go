@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,8 +16,10 @@ import (
 // File is one Spring Boot configuration file to translate.
 type File struct {
 	// Name is the file's name as it appears in notes; its extension
-	// (.yml, .yaml or .properties) says how it is read, and a name such
-	// as application-dev.yml makes it specific to profile dev.
+	// (.yml, .yaml or .properties) says how it is read, and a name
+	// <config name>-<profile>.<ext> (application-dev.yml, see
+	// Options.ConfigNames) makes it specific to that profile. Any other
+	// name (gateway-config.yml) is a file of no profile, read as given.
 	Name string
 	// Data is the file's content.
 	Data []byte
@@ -27,6 +30,10 @@ type Options struct {
 	// Profiles are the active Spring profiles. Empty means the files'
 	// spring.profiles.active.
 	Profiles []string
+	// ConfigNames are Spring Boot's spring.config.name values, which name
+	// the profile-specific files: with "gateway", gateway-dev.yml belongs
+	// to profile dev. Empty means "application", Spring Boot's default.
+	ConfigNames []string
 	// KeyResolvers maps a key resolver bean name (as in "#{@userKeyResolver}")
 	// to a sluice key (header:X-User-Id, query:userId, ip, path, ...).
 	KeyResolvers map[string]string
@@ -85,6 +92,15 @@ type translator struct {
 	listen   string
 	profiles []string
 	files    []string
+	// leftOut says which files were left out as profile files of
+	// profiles that are not active.
+	leftOut []string
+}
+
+// inactiveProfile says that file was left out as a profile file of
+// profile p, which is not active.
+func inactiveProfile(file, p string) string {
+	return fmt.Sprintf("%s is a file of profile %s, which is not active: left out (read it with --profile %s)", filepath.Base(file), p, p)
 }
 
 type policy struct {
@@ -140,13 +156,17 @@ func Translate(files []File, o Options) (*Result, error) {
 		fileProfile string
 	}
 	var docs []doc
+	names := o.ConfigNames
+	if len(names) == 0 {
+		names = []string{"application"}
+	}
 	for _, f := range files {
 		ds, err := load(f.Name, f.Data)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range ds {
-			docs = append(docs, doc{document: d, fileProfile: fileProfile(f.Name)})
+			docs = append(docs, doc{document: d, fileProfile: fileProfile(f.Name, names)})
 		}
 	}
 	t := &translator{o: o, ids: map[string]bool{}}
@@ -183,6 +203,14 @@ func Translate(files []File, o Options) (*Result, error) {
 		}
 	}
 	t.profiles = active
+	// A profile file of a profile that is not active is left out, as
+	// Spring Boot leaves it out; say so, with the flag that reads it.
+	for _, f := range files {
+		if p := fileProfile(f.Name, names); p != "" && !slices.Contains(active, p) {
+			t.info(&node{file: f.Name, line: 1}, "%s", inactiveProfile(f.Name, p))
+			t.leftOut = append(t.leftOut, inactiveProfile(f.Name, p))
+		}
+	}
 	// Generic files first, in order; then each active profile's files.
 	var order []document
 	for _, d := range docs {
@@ -253,7 +281,11 @@ func (t *translator) translate() {
 		t.translateRoute(i, r, defaults)
 	}
 	if len(t.routes) == 0 {
-		t.note(pick(old, cur, t.root), "no spring.cloud.gateway routes found; sluice needs at least one route")
+		msg := "no spring.cloud.gateway routes found; sluice needs at least one route"
+		if len(t.leftOut) > 0 {
+			msg += " (" + strings.Join(t.leftOut, "; ") + ")"
+		}
+		t.note(pick(old, cur, t.root), "%s", msg)
 	}
 }
 
