@@ -40,6 +40,13 @@ type Options struct {
 	// Native writes sluice's own token buckets instead of compat: scg ones:
 	// the budgets are then no longer shared with SCG instances.
 	Native bool
+	// SCGVersion is the version of the SCG instances whose budgets the
+	// limits share, such as "4.1.9" or "4.2" (ParseSCGVersion): it picks
+	// the key layout, compat scg-4.1 before 4.2.0, compat scg (keys naming
+	// the route) from 4.2.0 on. Empty assumes 4.2.0 or later and says so in
+	// a note, unless the files' spring.cloud.gateway.server.webflux prefix
+	// (SCG 4.3.0 and later) shows it.
+	SCGVersion string
 }
 
 // Note is one part of the input the translation leaves out or changes.
@@ -92,6 +99,9 @@ type translator struct {
 	listen   string
 	profiles []string
 	files    []string
+	// legacy is true when the limits follow SCG up to 4.1.x (compat
+	// scg-4.1), whose keys do not name the route.
+	legacy bool
 	// leftOut says which files were left out as profile files of
 	// profiles that are not active.
 	leftOut []string
@@ -127,6 +137,12 @@ type limit struct {
 	onEmpty     string
 	headers     bool
 	comment     string
+	// scgRoute is the SCG route's id, as SCG 4.2.0 and later write it in
+	// the keys; noID says the route has none (SCG makes one up), and then
+	// scgRoute is the sluice route's id.
+	scgRoute string
+	noID     bool
+	node     *node
 }
 
 type store struct {
@@ -242,8 +258,76 @@ func Translate(files []File, o Options) (*Result, error) {
 		t.root = newMap("", 0)
 	}
 	t.translate()
+	t.layout()
 	return &Result{Config: t.write(), Notes: t.notes}, nil
 }
+
+// layout picks the key layout of the compat limits from Options.SCGVersion
+// or the files, and states the SCG versions it assumes.
+func (t *translator) layout() {
+	if t.o.Native || len(t.policies) == 0 {
+		return
+	}
+	old, cur := t.gateway()
+	switch legacy, err := ParseSCGVersion(t.o.SCGVersion); {
+	case err == nil && t.o.SCGVersion != "":
+		t.legacy = legacy
+		if legacy && cur != nil {
+			t.info(cur, "--scg-version %s, yet spring.cloud.gateway.server.webflux is the prefix of SCG 4.3.0 and later; the limits follow --scg-version", t.o.SCGVersion)
+		}
+	case cur != nil:
+		t.info(cur, "compat scg: keys request_rate_limiter.{<route id>.<key>}, as SCG 4.2.0 and later write them (spring.cloud.gateway.server.webflux is the prefix of SCG 4.3.0 and later)")
+	default:
+		t.info(pick(old, t.root), "compat scg assumes SCG 4.2.0 or later, whose keys name the route (request_rate_limiter.{<route id>.<key>}); for SCG 4.1.x or earlier pass --scg-version 4.1 (compat scg-4.1, keys request_rate_limiter.{<key>}), or each fleet counts its own budget")
+	}
+	if t.legacy {
+		return
+	}
+	warned := map[*node]bool{}
+	for _, r := range t.routes {
+		for _, l := range r.limits {
+			if l.noID && !warned[l.node] {
+				warned[l.node] = true
+				t.note(l.node, "route %s has no id: SCG gives it a random UUID on every instance and at every start, and SCG 4.2.0 and later put that id in the rate limiter's keys, so no budget can be shared with SCG; give the route an id in SCG and write it as scg_route_id here", r.id)
+			}
+		}
+	}
+}
+
+// ParseSCGVersion reads an SCG version, "4.1", "4.1.9", "v4.2.0" or
+// "4.2.0-M2", or the Spring Cloud release train that brings it ("2023.0",
+// "2024.0.1"), and reports whether it writes the keys that do not name the
+// route: SCG before 4.2.0 (and 4.2.0-M1), release trains before 2024.0,
+// compat scg-4.1. Empty is no version: legacy false.
+func ParseSCGVersion(v string) (legacy bool, err error) {
+	if v == "" {
+		return false, nil
+	}
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return false, fmt.Errorf("--scg-version %q: want a Spring Cloud Gateway version such as 4.1.9 or 4.2.0", v)
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	patch := 0
+	if m[3] != "" {
+		patch, _ = strconv.Atoi(m[3])
+	}
+	switch {
+	case major >= 2020:
+		// A Spring Cloud release train: 2024.0 brought SCG 4.2.0.
+		return major < 2024, nil
+	case major != 4:
+		return major < 4, nil
+	case minor != 2:
+		return minor < 2, nil
+	}
+	// 4.2.0-M1 still wrote the old keys; 4.2.0-M2 was the first with the route.
+	return patch == 0 && strings.EqualFold(m[4], "-M1"), nil
+}
+
+// versionRE matches an SCG version: major.minor[.patch][qualifier].
+var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.(\d+))?([.-][A-Za-z0-9.-]+)?$`)
 
 // gateway returns SCG's settings: spring.cloud.gateway.server.webflux laid
 // over spring.cloud.gateway (its older prefix).
@@ -631,6 +715,10 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		return
 	}
 	id := t.routeID(i, n)
+	scgID := ""
+	if idn := n.get("id"); idn != nil {
+		scgID, _ = idn.text()
+	}
 	for _, k := range n.keys {
 		switch k {
 		case "id", "uri", "predicates", "filters":
@@ -778,6 +866,10 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 			prefixed = base != ""
 		case "requestratelimiter":
 			if l, ok := t.rateLimit(id, c); ok {
+				l.scgRoute, l.noID, l.node = scgID, scgID == "", fn
+				if l.noID {
+					l.scgRoute = id
+				}
 				r.limits = append(r.limits, l)
 			}
 		default:

@@ -31,6 +31,11 @@ active.
                            is the file of profile P
   --key-resolver BEAN=KEY  the sluice key of a key resolver bean, such as
                            userKeyResolver=header:X-User-Id (repeatable)
+  --scg-version V          the SCG instances' version, such as 4.1.9 or 4.2.0 (or
+                           the Spring Cloud release train, 2023.0 or 2024.0): from
+                           4.2.0 on SCG's keys name the route (compat: scg with
+                           scg_route_id), before they do not (compat: scg-4.1);
+                           default: 4.2.0 or later, said in a note
   --native                 sluice's own token buckets instead of compat: scg
                            (budgets then no longer shared with SCG instances)
 
@@ -72,6 +77,8 @@ func runImport(args []string, env Env) int {
 	fs.SetOutput(io.Discard)
 	var profiles, resolvers, names stringList
 	var native bool
+	var version string
+	fs.StringVar(&version, "scg-version", "", "")
 	fs.Var(&profiles, "profile", "")
 	fs.Var(&names, "config-name", "")
 	fs.Var(&resolvers, "key-resolver", "")
@@ -97,7 +104,11 @@ func runImport(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "sluice import scg: no FILE given\n%s", importUsage)
 		return exitUsage
 	}
-	o := scgimport.Options{Native: native, KeyResolvers: map[string]string{}}
+	if _, err := scgimport.ParseSCGVersion(version); err != nil {
+		fmt.Fprintf(env.Stderr, "sluice import scg: %v\n", err)
+		return exitUsage
+	}
+	o := scgimport.Options{Native: native, SCGVersion: version, KeyResolvers: map[string]string{}}
 	o.Profiles = splitFlag(profiles)
 	o.ConfigNames = splitFlag(names)
 	for _, r := range resolvers {

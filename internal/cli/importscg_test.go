@@ -101,6 +101,7 @@ func TestImportSCGUsage(t *testing.T) {
 		{[]string{"import", "scg", "--key-resolver", "nobean", "x.yml"}, exitUsage, "want BEAN=KEY"},
 		{[]string{"import", "scg", "--key-resolver", "b=header:", "x.yml"}, exitUsage, "--key-resolver"},
 		{[]string{"import", "scg", "--bogus", "x.yml"}, exitUsage, "not defined"},
+		{[]string{"import", "scg", "--scg-version", "latest", "x.yml"}, exitUsage, "--scg-version \"latest\""},
 		{[]string{"import", "scg", "testdata/importscg/does-not-exist.yml"}, exitError, "no such file"},
 		{[]string{"import", "scg", "testdata/importscg/seed/args"}, exitError, "not a .yml, .yaml or .properties file"},
 	} {
