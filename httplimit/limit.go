@@ -119,8 +119,8 @@ type Limit struct {
 	// keys ([ratelimit.SCGRouteKey]). Required when Policy, an Overrides
 	// policy or a Plans policy has compat scg; it must be empty when one
 	// has compat scg-4.1, whose keys do not name the route. A policy with
-	// compat scg picked at run time (Options.Override) for a limit without
-	// it keeps its state in sluice's own keys.
+	// compat scg that Options.Override picks for a limit without it is
+	// ignored ([CanUse]), as one whose Max is below the limit's cost is.
 	SCGRouteID string
 
 	// keyPrefix is the state key prefix of the limit under Policy, set by

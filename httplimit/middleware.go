@@ -236,7 +236,7 @@ func (m *Middleware) dynamicOverride(ctx context.Context, l *Limit, parts []stri
 		return nil
 	}
 	p := m.override(ctx, m.route, parts)
-	if p == nil || max(1, l.Cost) > p.Max() {
+	if p == nil || max(1, l.Cost) > p.Max() || !CanUse(l, p, parts) {
 		return nil
 	}
 	return p

@@ -97,6 +97,18 @@ func BudgetKey(route string, l *Limit, p *ratelimit.Policy, parts []string) stri
 	return StateKey(route, l.ID, p.Name(), parts)
 }
 
+// CanUse reports whether policy p can decide limit l for key value parts:
+// false for a policy with compat scg or scg-4.1 whose Spring Cloud Gateway
+// key cannot be formed (a key of several parts, or compat scg on a limit
+// without SCGRouteID), since its state lives only in SCG's keys.
+func CanUse(l *Limit, p *ratelimit.Policy, parts []string) bool {
+	if !p.Compat().SCG() {
+		return true
+	}
+	_, ok := scgKey(l, p, parts)
+	return ok
+}
+
 // scgKey returns Spring Cloud Gateway's key of the budget of key value
 // parts under policy p for limit l: [ratelimit.SCGRouteKey] of
 // l.SCGRouteID and the single part for compat scg,

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -126,5 +127,36 @@ func TestSCGRouteIDChecked(t *testing.T) {
 	}
 	if _, err := New(Options{Route: "api", Store: st, Limits: []Limit{{Policy: scg41, Key: key}, {Policy: scgBucket, Key: key, SCGRouteID: "api"}}}); err != nil {
 		t.Errorf("valid limits: %v", err)
+	}
+}
+
+// TestOverrideToSCGIgnored: a live override naming a compat scg policy is
+// ignored on a limit that cannot form SCG's key (no SCGRouteID, CanUse
+// false), so no key outside the store's prefix is written; on a limit with
+// SCGRouteID it applies to SCG's key.
+func TestOverrideToSCGIgnored(t *testing.T) {
+	key := mustKey(t, "header:X-User-Id")
+	override := func(context.Context, string, []string) *ratelimit.Policy { return scgBucket }
+	for _, tc := range []struct {
+		routeID, want string
+	}{
+		{"", StateKey("api", "0", "per-user", []string{"u1"})},
+		{"orders", ratelimit.SCGRouteKey("orders", "u1")},
+	} {
+		st := newTestStore(t, kit.NewManualClock(t0))
+		m, err := New(Options{Route: "api", Store: st, Override: override,
+			Limits: []Limit{{Policy: perUser, Key: key, SCGRouteID: tc.routeID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/api", nil)
+		r.Header.Set("X-User-Id", "u1")
+		m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), r)
+		if got := st.keys(); !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("route id %q: state keys %q, want %q", tc.routeID, got, tc.want)
+		}
+		if got := CanUse(&Limit{SCGRouteID: tc.routeID}, scgBucket, []string{"u1"}); got != (tc.routeID != "") {
+			t.Errorf("CanUse(route id %q) = %v", tc.routeID, got)
+		}
 	}
 }

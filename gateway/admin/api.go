@@ -231,6 +231,9 @@ func (h *handler) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
 			l := &t.route.Limits[i]
 			for _, name := range h.o.PolicyNames {
 				p := h.o.Policy(name)
+				if !httplimit.CanUse(l, p, t.parts) {
+					continue // no state of the key under p (Spring Cloud Gateway's keys only)
+				}
 				reqs = append(reqs, ratelimit.Request{Key: httplimit.BudgetKey(t.route.ID, l, p, t.parts), Policy: p})
 			}
 		}
