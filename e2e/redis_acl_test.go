@@ -43,8 +43,8 @@ func documentedACL(t *testing.T) [][]string {
 			lines = append(lines, strings.Fields(line))
 		}
 	}
-	if len(lines) != 2 {
-		t.Fatalf("%s's redis-acl block has %d ACL SETUSER lines, want 2 (the user, and the compat scg keys)", aclDoc, len(lines))
+	if len(lines) != 3 {
+		t.Fatalf("%s's redis-acl block has %d ACL SETUSER lines, want 3 (the user, the compat scg keys, Cluster's commands)", aclDoc, len(lines))
 	}
 	return lines
 }
@@ -174,35 +174,60 @@ func keyMatches(pattern, key string) bool {
 
 // TestRedisACLDocumented runs sluice against a Redis whose only user for
 // it is the one docs/operations.md documents (its ACL SETUSER lines, read
-// from the file), with every kind of limit (each algorithm, a concurrency
-// limit, a compat scg limit), the admin API's inspect, reset and
-// overrides, readiness, and a SCRIPT FLUSH; on_error deny makes any
-// command or key the user may not use a 503. MONITOR records what sluice
-// sends and what its scripts run: the documented commands are exactly
-// those, together with what the scripts can run; the documented key
-// patterns are exactly those the keys used match; and ACL LOG holds no
-// denial but the documented CONFIG GET (issue 28).
+// from the file; on Cluster with the third line), with every kind of limit
+// (each algorithm, a concurrency limit, a compat scg limit), the admin
+// API's inspect, reset and overrides, readiness, and a SCRIPT FLUSH;
+// on_error deny makes any command or key the user may not use a 503.
+// MONITOR records what sluice sends and what its scripts run: the
+// documented commands are exactly those, together with what the scripts
+// can run; the documented key patterns are exactly those the keys used
+// match; and ACL LOG holds no denial but the documented CONFIG GET
+// (issue 28).
 func TestRedisACLDocumented(t *testing.T) {
 	t.Parallel()
 	acl := documentedACL(t)
-	srv := redistest.NewServer(t, redistest.ServerOptions{})
-	const password = "acl-test-pw"
-	for _, words := range acl {
-		args := make([]any, 0, len(words)-1)
-		for _, w := range words[1:] { // words[0] is "ACL"
-			args = append(args, strings.ReplaceAll(w, ">PASSWORD", ">"+password))
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.NewServer(t, redistest.ServerOptions{})
+		testDocumentedACL(t, acl[:2], []*redistest.Server{srv}, fmt.Sprintf("{addrs: [%q]", srv.Addr()))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		c := redistest.NewCluster(t, redistest.ClusterOptions{})
+		addrs := make([]string, len(c.Addrs()))
+		for i, a := range c.Addrs() {
+			addrs[i] = strconv.Quote(a)
 		}
-		args[0] = "SETUSER"
-		if _, err := srv.Do(append([]any{"ACL"}, args...)...); err != nil {
-			t.Fatalf("%s: %v", strings.Join(words, " "), err)
+		testDocumentedACL(t, acl, c.Masters, "{mode: cluster, addrs: ["+strings.Join(addrs, ", ")+"]")
+	})
+}
+
+// testDocumentedACL sets up the user of acl on each of nodes, runs sluice
+// with store.redis redis (an open flow mapping, completed with the user)
+// and checks what the nodes record.
+func testDocumentedACL(t *testing.T, acl [][]string, nodes []*redistest.Server, redis string) {
+	const password = "acl-test-pw"
+	for _, srv := range nodes {
+		for _, words := range acl {
+			args := []any{"ACL", "SETUSER"}
+			for _, w := range words[2:] { // words[:2] is "ACL SETUSER"
+				args = append(args, strings.ReplaceAll(w, ">PASSWORD", ">"+password))
+			}
+			if _, err := srv.Do(args...); err != nil {
+				t.Fatalf("%s: %v", strings.Join(words, " "), err)
+			}
 		}
 	}
 	user := acl[0][2]
-	mon, err := srv.Monitor()
-	if err != nil {
-		t.Fatal(err)
+	var mons []*redistest.Monitor
+	for _, srv := range nodes {
+		mon, err := srv.Monitor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mon.Close()
+		mons = append(mons, mon)
 	}
-	defer mon.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -219,7 +244,7 @@ store:
   type: redis
   timeout: 500ms
   on_error: deny
-  redis: {addrs: [%q], username: %q, password: %q}
+  redis: %s, username: %q, password: %q}
 policies:
   token_bucket:   {algorithm: token_bucket,   capacity: 5, rate: 0.001}
   leaky_bucket:   {algorithm: leaky_bucket,   capacity: 5, rate: 0.001}
@@ -247,7 +272,7 @@ routes:
     upstream: %q
     limits:
       - {policy: scg, key: header:X-User-Id, scg_route_id: orders, headers: scg}
-`, srv.Addr(), user, password, up.URL, up.URL))
+`, redis, user, password, up.URL, up.URL))
 
 	check := func(what string, r response, codes ...int) {
 		t.Helper()
@@ -261,8 +286,10 @@ routes:
 		check("orders", get(t, p.base+"/orders/x", "X-User-Id", "u1"), 200, 429)
 		if i == 2 {
 			// A flushed script cache: NOSCRIPT, then SCRIPT LOAD.
-			if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
-				t.Fatal(err)
+			for _, srv := range nodes {
+				if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -280,9 +307,13 @@ routes:
 		if time.Now().After(deadline) {
 			t.Fatalf("no keep-alive PING within 60 s; recorded %v", slices.Sorted(maps.Keys(recorded)))
 		}
-		lines, err := mon.Lines(ctx)
-		if err != nil {
-			t.Fatal(err)
+		var lines []string
+		for _, mon := range mons {
+			ls, err := mon.Lines(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, ls...)
 		}
 		for _, l := range lines {
 			_, words, err := monitorCommand(l)
@@ -336,21 +367,25 @@ routes:
 		}
 	}
 	// The one denial: CONFIG GET maxmemory-policy.
-	logv, err := srv.Do("ACL", "LOG")
-	if err != nil {
-		t.Fatal(err)
-	}
 	denied := map[string]bool{}
-	entries, _ := logv.([]any)
-	for _, e := range entries {
-		fields, _ := e.([]any)
-		for i := 0; i+1 < len(fields); i += 2 {
-			if fields[i] == "object" {
-				denied[fmt.Sprint(fields[i+1])] = true
+	var logs []any
+	for _, srv := range nodes {
+		logv, err := srv.Do("ACL", "LOG")
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := logv.([]any)
+		logs = append(logs, entries...)
+		for _, e := range entries {
+			fields, _ := e.([]any)
+			for i := 0; i+1 < len(fields); i += 2 {
+				if fields[i] == "object" {
+					denied[fmt.Sprint(fields[i+1])] = true
+				}
 			}
 		}
 	}
 	if got := slices.Sorted(maps.Keys(denied)); !slices.Equal(got, []string{"config|get"}) {
-		t.Errorf("ACL LOG denied %v (%v), want only config|get", got, logv)
+		t.Errorf("ACL LOG denied %v (%v), want only config|get", got, logs)
 	}
 }
