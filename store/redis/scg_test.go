@@ -468,7 +468,7 @@ func TestSCGCompatLayoutsExact(t *testing.T) {
 	}
 }
 
-// TestSCGCompatCluster: on a Redis Cluster, compat scg limits live in the
+// TestSCGCompatCluster: on a Redis Cluster, compat scg and scg-4.1 limits live in the
 // slot of SCG's hash tag, whatever bytes the key value holds (braces
 // included, as SCG writes them), and a request mixing one with a limit in
 // another slot is refused rather than split.
@@ -489,8 +489,15 @@ func TestSCGCompatCluster(t *testing.T) {
 	if err := s.Reset(ctx, []ratelimit.Request{split}); err != nil {
 		t.Errorf("Reset of a split key: %v", err)
 	}
-	for _, id := range []string{"plain-" + testPrefix(), "br{ace}s-" + testPrefix(), "a}b-" + testPrefix(), "日本-" + testPrefix()} {
-		key := ratelimit.SCGKey(id)
+	for _, tc := range []struct {
+		id  string
+		lay scgLayout
+	}{
+		{"plain-" + testPrefix(), scgLayouts[0]}, {"br{ace}s-" + testPrefix(), scgLayouts[0]},
+		{"a}b-" + testPrefix(), scgLayouts[0]}, {"日本-" + testPrefix(), scgLayouts[0]},
+		{"plain-" + testPrefix(), scgLayouts[1]}, {"a}b-" + testPrefix(), scgLayouts[1]},
+	} {
+		id, key, p := tc.id, tc.lay.key(tc.id), tc.lay.policy(t, 3, 1)
 		for i := range 4 {
 			ok, out := evaluate(t, s, ratelimit.Request{Key: key, Policy: p})
 			if want := i < 3; ok != want {
