@@ -72,7 +72,8 @@ func (n Note) String() string {
 type Result struct {
 	// Config is the sluice configuration, YAML.
 	Config string
-	// Notes lists what was left out or changed, in input order.
+	// Notes lists what was left out or changed, in input order, then what
+	// the key layout of compat limits assumes or leaves out.
 	Notes []Note
 }
 
