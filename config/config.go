@@ -286,13 +286,16 @@ type PolicySpec struct {
 	// denial. A duration > 0; left out, the wait is bounded only by the
 	// capacity.
 	MaxDelay time.Duration `yaml:"max_delay"`
-	// Compat "scg", on a token_bucket with a whole rate, keeps the budget
-	// in Spring Cloud Gateway's own Redis keys and arithmetic
-	// (request_rate_limiter.{<key>}.tokens and .timestamp, whole seconds),
+	// Compat, on a token_bucket with a whole rate, keeps the budget in
+	// Spring Cloud Gateway's own Redis keys and arithmetic (whole seconds),
 	// so that SCG instances and sluice share it during a migration
-	// (docs/migrating-from-scg.md). It needs store.type redis; a limit
-	// using it needs a single-part key and no on_empty_key anonymous.
-	// Default empty: sluice's own state.
+	// (docs/migrating-from-scg.md): "scg" for SCG 4.2.0 and later, whose
+	// keys name the route (request_rate_limiter.{<route id>.<key>}.tokens
+	// and .timestamp; each limit names the SCG route in scg_route_id),
+	// "scg-4.1" for SCG up to 4.1.x (request_rate_limiter.{<key>}.tokens
+	// and .timestamp). It needs store.type redis; a limit using it needs a
+	// single-part key and no on_empty_key anonymous. Default empty:
+	// sluice's own state.
 	Compat ratelimit.Compat `yaml:"compat"`
 	// LeaseTTL is how long a concurrency lease lives when the instance
 	// holding it stops renewing it (it died mid-request); the gateway
@@ -485,6 +488,12 @@ type Limit struct {
 	// (docs/migrating-from-scg.md). The first such limit of a route gives
 	// them. Default empty: sluice's headers only.
 	Headers string `yaml:"headers"`
+	// SCGRouteID is the id of the Spring Cloud Gateway route whose budgets
+	// the limit shares, for a policy with compat scg (SCG 4.2.0 and later,
+	// whose keys name the route: request_rate_limiter.{<route id>.<key>}).
+	// Required when the limit's policy, an override or a plan has compat
+	// scg; not allowed with compat scg-4.1 (docs/migrating-from-scg.md).
+	SCGRouteID string `yaml:"scg_route_id"`
 }
 
 // Plans picks a limit's policy from a request value. Precedence, first match

@@ -156,6 +156,9 @@ func (w *yamlWriter) route(r Route) {
 		if l.Headers != "" {
 			w.kv(4, "headers", quote(l.Headers))
 		}
+		if l.SCGRouteID != "" {
+			w.kv(4, "scg_route_id", quote(l.SCGRouteID))
+		}
 	}
 }
 

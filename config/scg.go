@@ -15,15 +15,18 @@ const HeadersSCG = "scg"
 
 // scg checks what policies with compat scg and limits with headers need.
 func (v *validator) scg(c *Config, compiled map[string]*ratelimit.Policy) {
-	isSCG := func(name string) bool {
-		p := compiled[name]
-		return p != nil && p.Compat() == ratelimit.CompatSCG
+	compat := func(name string) ratelimit.Compat {
+		if p := compiled[name]; p != nil {
+			return p.Compat()
+		}
+		return ""
 	}
+	isSCG := func(name string) bool { return compat(name).SCG() }
 	if c.Store.Type != StoreRedis {
 		for _, name := range c.PolicyNames() {
 			if isSCG(name) {
 				v.errf(joinPath(mapPath("policies", name), "compat"),
-					"compat scg keeps the budget in Spring Cloud Gateway's Redis keys; it needs store.type redis")
+					"compat %s keeps the budget in Spring Cloud Gateway's Redis keys; it needs store.type redis", compat(name))
 			}
 		}
 	}
@@ -40,12 +43,25 @@ func (v *validator) scg(c *Config, compiled map[string]*ratelimit.Policy) {
 			if l.Plans != nil {
 				names = append(names, slices.Sorted(maps.Values(l.Plans.Policies))...)
 			}
-			scgName := ""
+			scgName, routed, legacy := "", "", ""
 			for _, n := range names {
-				if isSCG(n) {
+				if isSCG(n) && scgName == "" {
 					scgName = n
-					break
 				}
+				if compat(n) == ratelimit.CompatSCG && routed == "" {
+					routed = n
+				}
+				if compat(n) == ratelimit.CompatSCG41 && legacy == "" {
+					legacy = n
+				}
+			}
+			switch {
+			case scgName == "" && l.SCGRouteID != "":
+				v.errf(p+".scg_route_id", "scg_route_id applies to policies with compat scg; this limit has none")
+			case routed != "" && l.SCGRouteID == "":
+				v.errf(p, "policy %q has compat scg (Spring Cloud Gateway 4.2.0 and later, whose keys name the route): set scg_route_id to the SCG route's id, or use compat scg-4.1 for SCG up to 4.1.x", routed)
+			case legacy != "" && l.SCGRouteID != "":
+				v.errf(p+".scg_route_id", "policy %q has compat scg-4.1 (Spring Cloud Gateway up to 4.1.x, whose keys do not name the route): scg_route_id does not apply", legacy)
 			}
 			if scgName == "" {
 				continue

@@ -151,9 +151,10 @@ spring:
 	if len(certain) >= 11 && len(possible) == 11 && admitted != 11 {
 		t.Fatalf("admitted %d over 11 whole seconds, want 11", admitted)
 	}
-	// SCG's keys, without sluice's prefix, with SCG's TTL floor(2·1/1) = 2 s.
+	// SCG's keys (4.2.0 and later: the route id in the key), without
+	// sluice's prefix, with SCG's TTL floor(2·1/1) = 2 s.
 	for _, suffix := range []string{".tokens", ".timestamp"} {
-		key := "request_rate_limiter.{" + user + "}" + suffix
+		key := "request_rate_limiter.{rate_limiter_route." + user + "}" + suffix
 		ttl, err := rc.Do("TTL", key)
 		if err != nil {
 			t.Fatal(err)
@@ -374,7 +375,7 @@ func TestExampleSCGMigration(t *testing.T) {
 		t.Errorf("no userId: %d, want 403", r.code)
 	}
 	// demo1234's override: 10 at once. Its key is the real value, so clear it first.
-	if _, err := rc.Do("DEL", "request_rate_limiter.{demo1234}.tokens", "request_rate_limiter.{demo1234}.timestamp"); err != nil {
+	if _, err := rc.Do("DEL", "request_rate_limiter.{rate_limiter_route.demo1234}.tokens", "request_rate_limiter.{rate_limiter_route.demo1234}.timestamp"); err != nil {
 		t.Fatal(err)
 	}
 	admitted := 0
@@ -399,7 +400,7 @@ func TestExampleSCGMigration(t *testing.T) {
 		}
 		sec := redisSecond(t, rc)
 		for _, kv := range [][2]string{{".tokens", "0"}, {".timestamp", strconv.FormatInt(sec, 10)}} {
-			if _, err := rc.Do("SETEX", "request_rate_limiter.{"+other+"}"+kv[0], "2", kv[1]); err != nil {
+			if _, err := rc.Do("SETEX", "request_rate_limiter.{rate_limiter_route."+other+"}"+kv[0], "2", kv[1]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -442,9 +443,12 @@ func (m *scgModel) allow(sec int64) bool {
 // translated route (replenishRate 2, burstCapacity 5, requestedTokens 1,
 // then requestedTokens 2 on a second route) and checks every answer
 // against SCG's decision for the same second: bursts within a second,
-// the refill after one second, and after two. A step whose requests
-// straddle a second of Redis TIME cannot be judged; the sequence then
-// starts over with a fresh user (a few times at most).
+// the refill after one second, and after two. It does so for both of
+// SCG's key layouts: SCG 4.2.0 and later (the default) keep a bucket per
+// route and user, SCG up to 4.1.x (--scg-version 4.1) one per user that
+// both routes draw on. A step whose requests straddle a second of Redis
+// TIME cannot be judged; the sequence then starts over with a fresh user
+// (a few times at most).
 func TestImportSCGSameAdmissions(t *testing.T) {
 	redistest.Check(t, standaloneErr)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -471,12 +475,28 @@ spring:
             - name: RequestRateLimiter
               args: {key-resolver: "#{@userKeyResolver}", redis-rate-limiter.replenishRate: 2, redis-rate-limiter.burstCapacity: 5, redis-rate-limiter.requestedTokens: 2}
 `, host, port, upstream.URL)
-	p := start(t, importSCG(t, scg, 0, "--key-resolver", "userKeyResolver=header:X-User-Id"))
 	rc, err := redistest.Dial(context.Background(), standalone.Addr(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
+	for _, layout := range []struct {
+		name   string
+		flags  []string
+		shared bool // both routes draw on the user's one bucket
+	}{
+		{"scg", nil, false},
+		{"scg-4.1", []string{"--scg-version", "4.1.9"}, true},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			p := start(t, importSCG(t, scg, 0, append(layout.flags, "--key-resolver", "userKeyResolver=header:X-User-Id")...))
+			sameAdmissions(t, p, rc, layout.shared)
+		})
+	}
+}
+
+// sameAdmissions runs TestImportSCGSameAdmissions' sequence on p.
+func sameAdmissions(t *testing.T, p *proc, rc *redistest.Conn, shared bool) {
 	// Each step: the second to wait for (relative to the first), then the paths sent.
 	steps := []struct {
 		at    int64
@@ -492,9 +512,14 @@ spring:
 			t.Fatal("every attempt had a step straddling a second of Redis TIME")
 		}
 		user := fmt.Sprintf("same-%d", time.Now().UnixNano())
-		// As in SCG, both routes draw on the user's one bucket (the key does
-		// not name the route); each request costs its route's tokens.
-		model := scgModel{rate: 2, burst: 5}
+		// Each request costs its route's tokens, from the route's own
+		// bucket (SCG 4.2.0 and later: the key names the route) or from the
+		// user's one bucket (before: it does not).
+		cost := map[string]int64{"/one": 1, "/two": 2}
+		models := map[string]*scgModel{"/one": {rate: 2, burst: 5}, "/two": {rate: 2, burst: 5}}
+		if shared {
+			models["/two"] = models["/one"]
+		}
 		s0 := redisSecond(t, rc) + 1
 		clean := true
 		var got, want []bool
@@ -514,11 +539,9 @@ spring:
 				break
 			}
 			for _, path := range st.paths {
-				model.cost = 1
-				if path == "/two" {
-					model.cost = 2
-				}
-				want = append(want, model.allow(s0+st.at))
+				m := models[path]
+				m.cost = cost[path]
+				want = append(want, m.allow(s0+st.at))
 			}
 		}
 		if !clean {
@@ -528,5 +551,130 @@ spring:
 			t.Fatalf("admissions %v, SCG's %v", got, want)
 		}
 		return
+	}
+}
+
+// scgScript decides one request the way Spring Cloud Gateway's
+// RedisRateLimiter script does (docs/migrating-from-scg.md), with its
+// arguments: KEYS the tokens and timestamp keys, ARGV replenishRate,
+// burstCapacity, (unused) and requestedTokens. It returns allowed (1 or 0),
+// the tokens left and the Redis second it decided at.
+const scgScript = `
+local rate, capacity, requested = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+local now = tonumber(redis.call('TIME')[1])
+local ttl = math.floor(capacity / rate * 2)
+local tokens = tonumber(redis.call('GET', KEYS[1])) or capacity
+local stamp = tonumber(redis.call('GET', KEYS[2])) or 0
+local filled = math.min(capacity, tokens + math.max(0, now - stamp) * rate)
+local allowed = 0
+if filled >= requested then
+  allowed, filled = 1, filled - requested
+end
+if ttl > 0 then
+  redis.call('SETEX', KEYS[1], ttl, filled)
+  redis.call('SETEX', KEYS[2], ttl, now)
+end
+return {allowed, filled, now}
+`
+
+// scgAllow runs scgScript for one request of cost 1 on SCG's keys prefix
+// (request_rate_limiter.{...}) and returns whether SCG admitted it and the
+// Redis second it decided at.
+func scgAllow(t *testing.T, rc *redistest.Conn, prefix string, rate, burst int) (bool, int64) {
+	t.Helper()
+	v, err := rc.Do("EVAL", scgScript, "2", prefix+".tokens", prefix+".timestamp", strconv.Itoa(rate), strconv.Itoa(burst), "", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		t.Fatalf("SCG script: %#v", v)
+	}
+	allowed, _ := arr[0].(int64)
+	sec, _ := arr[2].(int64)
+	return allowed == 1, sec
+}
+
+// TestImportSCGSharesWithSCG: a translated config shares each user's budget
+// with SCG instances running SCG's script on the same Redis, in the key
+// layout of their version: by default SCG 4.2.0 and later, whose keys name
+// the route, and with --scg-version 4.1.9 the older keys. Within one second
+// of Redis TIME, what one side took of the burst of 5 is missing for the
+// other: together they admit 5, not 5 by SCG plus 5 by sluice (issue 28).
+func TestImportSCGSharesWithSCG(t *testing.T) {
+	redistest.Check(t, standaloneErr)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	host, port, _ := strings.Cut(standalone.Addr(), ":")
+	scg := fmt.Sprintf(`server: {address: 127.0.0.1, port: 0}
+spring:
+  data: {redis: {host: %s, port: %s}}
+  cloud:
+    gateway:
+      routes:
+      - id: orders
+        uri: %s
+        predicates: [Path=/orders/**]
+        filters:
+        - name: RequestRateLimiter
+          args: {key-resolver: "#{@userKeyResolver}", redis-rate-limiter.replenishRate: 1, redis-rate-limiter.burstCapacity: 5}
+`, host, port, upstream.URL)
+	rc, err := redistest.Dial(context.Background(), standalone.Addr(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	const burst = 5
+	for _, layout := range []struct {
+		name  string
+		flags []string
+		keys  func(user string) string // SCG's key prefix for user
+	}{
+		{"scg", nil, func(user string) string { return "request_rate_limiter.{orders." + user + "}" }},
+		{"scg-4.1", []string{"--scg-version", "4.1.9"}, func(user string) string { return "request_rate_limiter.{" + user + "}" }},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			p := start(t, importSCG(t, scg, 0, append(layout.flags, "--key-resolver", "userKeyResolver=header:X-User-Id")...))
+			sluice := func(user string) bool {
+				r := get(t, p.base+"/orders/1", "X-User-Id", user)
+				if r.code != 200 && r.code != 429 {
+					t.Fatalf("sluice: %d %s", r.code, r.body)
+				}
+				return r.code == 200
+			}
+			for _, scgFirst := range []bool{true, false} {
+				for attempt := 0; ; attempt++ {
+					if attempt == 5 {
+						t.Fatal("every attempt straddled a second of Redis TIME")
+					}
+					user := fmt.Sprintf("shares-%d", time.Now().UnixNano())
+					sec := redisSecond(t, rc)
+					first, second := 0, 0
+					for range burst {
+						if scgFirst {
+							if ok, _ := scgAllow(t, rc, layout.keys(user), 1, burst); ok {
+								first++
+							}
+						} else if sluice(user) {
+							first++
+						}
+					}
+					if scgFirst {
+						if sluice(user) {
+							second++
+						}
+					} else if ok, _ := scgAllow(t, rc, layout.keys(user), 1, burst); ok {
+						second++
+					}
+					if redisSecond(t, rc) != sec {
+						continue // a second went by and refilled a token: try again
+					}
+					if first != burst || second != 0 {
+						t.Fatalf("SCG first %v: the first side admitted %d of %d, the other then %d; want %d and 0 (one budget)", scgFirst, first, burst, second, burst)
+					}
+					break
+				}
+			}
+		})
 	}
 }

@@ -307,6 +307,7 @@ func (g *Gateway) limits(rc *config.Route) ([]httplimit.Limit, error) {
 			OnEmptyKey: lc.OnEmptyKey,
 			Shadow:     lc.Shadow,
 			SCGHeaders: lc.Headers == config.HeadersSCG,
+			SCGRouteID: lc.SCGRouteID,
 		}
 		if len(lc.Overrides) > 0 {
 			l.Overrides = make(map[string]*ratelimit.Policy, len(lc.Overrides))

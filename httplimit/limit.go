@@ -113,6 +113,15 @@ type Limit struct {
 	// capacity and cost. The first evaluated limit with SCGHeaders gives
 	// them.
 	SCGHeaders bool
+	// SCGRouteID is the id of the Spring Cloud Gateway route whose budgets
+	// the limit shares under a policy with compat scg
+	// ([ratelimit.CompatSCG]): SCG 4.2.0 and later name the route in their
+	// keys ([ratelimit.SCGRouteKey]). Required when Policy, an Overrides
+	// policy or a Plans policy has compat scg; it must be empty when one
+	// has compat scg-4.1, whose keys do not name the route. A policy with
+	// compat scg that Options.Override picks for a limit without it is
+	// ignored ([CanUse]), as one whose Max is below the limit's cost is.
+	SCGRouteID string
 
 	// keyPrefix is the state key prefix of the limit under Policy, set by
 	// New (appendStateKeyPrefix).

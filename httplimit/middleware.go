@@ -161,6 +161,10 @@ func checkLimit(l *Limit) []string {
 		switch {
 		case p == nil:
 			msgs = append(msgs, where+": policy is nil")
+		case p.Compat() == ratelimit.CompatSCG && l.SCGRouteID == "":
+			msgs = append(msgs, fmt.Sprintf("%s: policy %q has compat scg (Spring Cloud Gateway 4.2.0 and later, whose keys name the route): scg_route_id is required", where, p.Name()))
+		case p.Compat() == ratelimit.CompatSCG41 && l.SCGRouteID != "":
+			msgs = append(msgs, fmt.Sprintf("%s: policy %q has compat scg-4.1 (Spring Cloud Gateway up to 4.1.x, whose keys do not name the route): scg_route_id must be empty", where, p.Name()))
 		case p.IsConcurrency() && cost != 1:
 			msgs = append(msgs, fmt.Sprintf("%s: cost %d on concurrency policy %q (a request holds one slot)", where, cost, p.Name()))
 		case cost > p.Max():
@@ -237,7 +241,7 @@ func (m *Middleware) dynamicOverride(ctx context.Context, l *Limit, parts []stri
 		return nil
 	}
 	p := m.override(ctx, m.route, parts)
-	if p == nil || max(1, l.Cost) > p.Max() {
+	if p == nil || max(1, l.Cost) > p.Max() || !CanUse(l, p, parts) {
 		return nil
 	}
 	return p
@@ -410,9 +414,9 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 		}
 	}
 	p := m.policyFor(r, l, sc.parts[i], sc.anon[i])
-	if p.Compat() == ratelimit.CompatSCG && !sc.anon[i] && len(sc.parts[i]) == 1 {
+	if key, ok := scgKey(l, p, sc.parts[i]); ok && !sc.anon[i] {
 		// Spring Cloud Gateway's budget of this key value (BudgetKey).
-		sc.reqs = append(sc.reqs, ratelimit.Request{Key: ratelimit.SCGKey(sc.parts[i][0]), Policy: p, Cost: l.Cost, Shadow: l.Shadow})
+		sc.reqs = append(sc.reqs, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
 		sc.limitOf = append(sc.limitOf, i)
 		return true
 	}

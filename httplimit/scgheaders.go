@@ -88,12 +88,44 @@ func writeSCGHeaders(h http.Header, res *Result) {
 }
 
 // BudgetKey returns the store key of the budget of key value parts under
-// policy p for limit limitID of route: [ratelimit.SCGKey] of the single part
-// for a compat scg policy (Spring Cloud Gateway's own budget, shared by
-// every route), else [StateKey].
-func BudgetKey(route, limitID string, p *ratelimit.Policy, parts []string) string {
-	if p.Compat() == ratelimit.CompatSCG && len(parts) == 1 {
-		return ratelimit.SCGKey(parts[0])
+// policy p for limit l of route: Spring Cloud Gateway's own budget for a
+// policy with compat scg or scg-4.1 (scgKey), else [StateKey].
+func BudgetKey(route string, l *Limit, p *ratelimit.Policy, parts []string) string {
+	if key, ok := scgKey(l, p, parts); ok {
+		return key
 	}
-	return StateKey(route, limitID, p.Name(), parts)
+	return StateKey(route, l.ID, p.Name(), parts)
+}
+
+// CanUse reports whether policy p can decide limit l for key value parts:
+// false for a policy with compat scg or scg-4.1 whose Spring Cloud Gateway
+// key cannot be formed (a key of several parts, or compat scg on a limit
+// without SCGRouteID), since its state lives only in SCG's keys.
+func CanUse(l *Limit, p *ratelimit.Policy, parts []string) bool {
+	if !p.Compat().SCG() {
+		return true
+	}
+	_, ok := scgKey(l, p, parts)
+	return ok
+}
+
+// scgKey returns Spring Cloud Gateway's key of the budget of key value
+// parts under policy p for limit l: [ratelimit.SCGRouteKey] of
+// l.SCGRouteID and the single part for compat scg,
+// [ratelimit.SCGKey] of the single part for compat scg-4.1. ok is false
+// for any other policy, a key of several parts, and compat scg without
+// l.SCGRouteID.
+func scgKey(l *Limit, p *ratelimit.Policy, parts []string) (key string, ok bool) {
+	if len(parts) != 1 {
+		return "", false
+	}
+	switch p.Compat() {
+	case ratelimit.CompatSCG:
+		if l.SCGRouteID != "" {
+			return ratelimit.SCGRouteKey(l.SCGRouteID, parts[0]), true
+		}
+	case ratelimit.CompatSCG41:
+		return ratelimit.SCGKey(parts[0]), true
+	}
+	return "", false
 }

@@ -98,8 +98,8 @@ type PolicyConfig struct {
 	// beyond the capacity.
 	MaxDelay time.Duration
 	// Compat, for token_bucket only, makes the policy follow another
-	// product's state and arithmetic (CompatSCG); empty means sluice's own.
-	// CompatSCG needs a whole Rate.
+	// product's state and arithmetic (CompatSCG, CompatSCG41); empty means
+	// sluice's own. Both SCG values need a whole Rate.
 	Compat Compat
 	// LeaseTTL is how long a concurrency lease lives unless renewed or
 	// released: MinLeaseTTL..MaxWindow, a whole number of milliseconds; zero

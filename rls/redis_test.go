@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,5 +48,48 @@ store: {type: redis, prefix: rlsexact, timeout: 2s, on_error: deny, redis: {addr
 	wg.Wait()
 	if admitted.Load() != limit || denied.Load() != calls-limit {
 		t.Errorf("%d concurrent calls over 3 instances: %d admitted, %d denied; want exactly %d admitted", calls, admitted.Load(), denied.Load(), limit)
+	}
+}
+
+// TestCompatPolicyOwnKeys: a descriptor naming a compat scg policy is
+// decided in sluice's own keys, under the store's prefix, as
+// docs/migrating-from-scg.md says; a Redis user limited to that prefix
+// (docs/operations.md) may use them.
+func TestCompatPolicyOwnKeys(t *testing.T) {
+	redistest.Require(t)
+	rs := redistest.NewServer(t, redistest.ServerOptions{})
+	yaml := `
+rls:
+  listen: "127.0.0.1:0"
+  domains:
+    - domain: api
+      descriptors:
+        - {key: tenant, policy: scg}
+policies:
+  scg: {algorithm: token_bucket, capacity: 2, rate: 1, compat: scg}
+store: {type: redis, prefix: rlscompat, timeout: 2s, on_error: deny, redis: {addrs: ["` + rs.Addr() + `"]}}
+`
+	in := start(t, yaml, nil, gateway.Deps{})
+	for i, want := range []bool{true, true, false} {
+		r, err := in.ask("api", 0, desc("tenant", "t1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.OverallCode == ok; got != want {
+			t.Errorf("call %d: admitted %v, want %v", i, got, want)
+		}
+	}
+	keys, err := rs.Do("KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := keys.([]any)
+	if len(list) == 0 {
+		t.Fatal("no keys written")
+	}
+	for _, k := range list {
+		if s, _ := k.(string); !strings.HasPrefix(s, "rlscompat:") {
+			t.Errorf("key %q outside the store's prefix", s)
+		}
 	}
 }

@@ -135,6 +135,19 @@ func (dom *domain) limitOf(c *config.RLSDescriptor, id string, key httplimit.Key
 		if l.policy == nil {
 			return nil, fmt.Errorf("descriptor %s: unknown policy %q", id, c.Policy)
 		}
+		if l.policy.Compat() != "" {
+			// The service has no Spring Cloud Gateway budget to share: a
+			// compat policy decides as sluice's own, in the store's own
+			// keys under its prefix (a store keeps a compat policy's state
+			// in the other product's unprefixed keys).
+			cfg := l.policy.Config()
+			cfg.Compat = ""
+			p, err := ratelimit.NewPolicy(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("descriptor %s: %w", id, err)
+			}
+			l.policy = p
+		}
 		l.name = c.Policy
 		l.current = reported(l.policy)
 	case c.RateLimit != nil && c.RateLimit.Unlimited:

@@ -6,16 +6,28 @@ import (
 	"strings"
 )
 
-// profileFileRE matches a profile-specific file name, application-<profile>.<ext>.
-var profileFileRE = regexp.MustCompile(`^[^-]+-(.+)\.(?i:ya?ml|properties)$`)
+// profileExtRE matches the extensions of Spring Boot configuration files.
+var profileExtRE = regexp.MustCompile(`\.(?i:ya?ml|properties)$`)
 
-// fileProfile returns the profile of a profile-specific file name such as
-// application-dev.yml, or "".
-func fileProfile(name string) string {
-	if m := profileFileRE.FindStringSubmatch(filepath.Base(name)); m != nil {
-		return m[1]
+// fileProfile returns the profile of a profile-specific file name,
+// <name>-<profile>.<ext> for one of the configuration names (Spring Boot's
+// spring.config.name, "application" by default), or "" for any other name:
+// gateway-config.yml or my-gateway.yml are files of no profile. When two
+// names fit (app and app-x for app-x-dev.yml), the longer one wins.
+func fileProfile(file string, names []string) string {
+	base := filepath.Base(file)
+	loc := profileExtRE.FindStringIndex(base)
+	if loc == nil {
+		return ""
 	}
-	return ""
+	stem, profile := base[:loc[0]], ""
+	best := -1
+	for _, n := range names {
+		if p, ok := strings.CutPrefix(stem, n+"-"); ok && p != "" && len(n) > best {
+			profile, best = p, len(n)
+		}
+	}
+	return profile
 }
 
 // matchProfiles evaluates a Spring profile expression list (comma

@@ -99,3 +99,59 @@ func TestPlaceholders(t *testing.T) {
 		}
 	}
 }
+
+// TestFileProfile: only <config name>-<profile> names are profile files;
+// the names people give a gateway's file are not (issue 28).
+func TestFileProfile(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		names []string
+		want  string
+	}{
+		{"application.yml", nil, ""},
+		{"application-dev.yml", nil, "dev"},
+		{"config/application-prod.yaml", nil, "prod"},
+		{"application-dev-eu.properties", nil, "dev-eu"},
+		{"Application-dev.YML", nil, ""},
+		{"application-.yml", nil, ""},
+		{"gateway-config.yml", nil, ""},
+		{"my-gateway.yml", nil, ""},
+		{"api-gateway.yaml", nil, ""},
+		{"spring-cloud-gateway.properties", nil, ""},
+		{"/etc/my-app/application.yml", nil, ""},
+		{"bootstrap-dev.yml", nil, ""},
+		{"gateway.yml", []string{"gateway"}, ""},
+		{"gateway-prod.yml", []string{"gateway"}, "prod"},
+		{"application-prod.yml", []string{"gateway"}, ""},
+		{"my-gateway-dev.yml", []string{"my-gateway"}, "dev"},
+		{"app-x-dev.yml", []string{"app", "app-x"}, "dev"},
+	} {
+		names := tc.names
+		if names == nil {
+			names = []string{"application"}
+		}
+		if got := fileProfile(tc.file, names); got != tc.want {
+			t.Errorf("fileProfile(%q, %q) = %q, want %q", tc.file, names, got, tc.want)
+		}
+	}
+}
+
+// TestParseSCGVersion: SCG 4.2.0 (from milestone 4.2.0-M2) is the first
+// whose rate limiter keys name the route (issue 28).
+func TestParseSCGVersion(t *testing.T) {
+	for v, legacy := range map[string]bool{
+		"": false, "2.2.10": true, "3.1.8": true, "4.0.0": true, "4.1": true, "4.1.9": true, "v4.1.5": true,
+		"4.2.0-M1": true, "4.2.0-M2": false, "4.2.0-RC1": false, "4.2": false, "4.2.0": false, "4.2.7": false,
+		"4.3.0": false, "5.0.1": false, "4.1.0.RELEASE": true, "2023.0.3": true, "2024.0": false, "2025.0.0": false,
+	} {
+		got, err := ParseSCGVersion(v)
+		if err != nil || got != legacy {
+			t.Errorf("ParseSCGVersion(%q) = %v, %v; want %v", v, got, err, legacy)
+		}
+	}
+	for _, bad := range []string{"4", "latest", "4.x", "Hoxton.SR12"} {
+		if _, err := ParseSCGVersion(bad); err == nil {
+			t.Errorf("ParseSCGVersion(%q) accepted", bad)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,8 +16,10 @@ import (
 // File is one Spring Boot configuration file to translate.
 type File struct {
 	// Name is the file's name as it appears in notes; its extension
-	// (.yml, .yaml or .properties) says how it is read, and a name such
-	// as application-dev.yml makes it specific to profile dev.
+	// (.yml, .yaml or .properties) says how it is read, and a name
+	// <config name>-<profile>.<ext> (application-dev.yml, see
+	// Options.ConfigNames) makes it specific to that profile. Any other
+	// name (gateway-config.yml) is a file of no profile, read as given.
 	Name string
 	// Data is the file's content.
 	Data []byte
@@ -27,12 +30,23 @@ type Options struct {
 	// Profiles are the active Spring profiles. Empty means the files'
 	// spring.profiles.active.
 	Profiles []string
+	// ConfigNames are Spring Boot's spring.config.name values, which name
+	// the profile-specific files: with "gateway", gateway-dev.yml belongs
+	// to profile dev. Empty means "application", Spring Boot's default.
+	ConfigNames []string
 	// KeyResolvers maps a key resolver bean name (as in "#{@userKeyResolver}")
 	// to a sluice key (header:X-User-Id, query:userId, ip, path, ...).
 	KeyResolvers map[string]string
 	// Native writes sluice's own token buckets instead of compat: scg ones:
 	// the budgets are then no longer shared with SCG instances.
 	Native bool
+	// SCGVersion is the version of the SCG instances whose budgets the
+	// limits share, such as "4.1.9" or "4.2" (ParseSCGVersion): it picks
+	// the key layout, compat scg-4.1 before 4.2.0, compat scg (keys naming
+	// the route) from 4.2.0 on. Empty assumes 4.2.0 or later and says so in
+	// a note, unless the files' spring.cloud.gateway.server.webflux prefix
+	// (SCG 4.3.0 and later) shows it.
+	SCGVersion string
 }
 
 // Note is one part of the input the translation leaves out or changes.
@@ -58,7 +72,8 @@ func (n Note) String() string {
 type Result struct {
 	// Config is the sluice configuration, YAML.
 	Config string
-	// Notes lists what was left out or changed, in input order.
+	// Notes lists what was left out or changed, in input order, then what
+	// the key layout of compat limits assumes or leaves out.
 	Notes []Note
 }
 
@@ -85,6 +100,18 @@ type translator struct {
 	listen   string
 	profiles []string
 	files    []string
+	// legacy is true when the limits follow SCG up to 4.1.x (compat
+	// scg-4.1), whose keys do not name the route.
+	legacy bool
+	// leftOut says which files were left out as profile files of
+	// profiles that are not active.
+	leftOut []string
+}
+
+// inactiveProfile says that file was left out as a profile file of
+// profile p, which is not active.
+func inactiveProfile(file, p string) string {
+	return fmt.Sprintf("%s is a file of profile %s, which is not active: left out (read it with --profile %s)", filepath.Base(file), p, p)
 }
 
 type policy struct {
@@ -111,6 +138,12 @@ type limit struct {
 	onEmpty     string
 	headers     bool
 	comment     string
+	// scgRoute is the SCG route's id, as SCG 4.2.0 and later write it in
+	// the keys; noID says the route has none (SCG makes one up), and then
+	// scgRoute is the sluice route's id.
+	scgRoute string
+	noID     bool
+	node     *node
 }
 
 type store struct {
@@ -140,13 +173,17 @@ func Translate(files []File, o Options) (*Result, error) {
 		fileProfile string
 	}
 	var docs []doc
+	names := o.ConfigNames
+	if len(names) == 0 {
+		names = []string{"application"}
+	}
 	for _, f := range files {
 		ds, err := load(f.Name, f.Data)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range ds {
-			docs = append(docs, doc{document: d, fileProfile: fileProfile(f.Name)})
+			docs = append(docs, doc{document: d, fileProfile: fileProfile(f.Name, names)})
 		}
 	}
 	t := &translator{o: o, ids: map[string]bool{}}
@@ -183,6 +220,14 @@ func Translate(files []File, o Options) (*Result, error) {
 		}
 	}
 	t.profiles = active
+	// A profile file of a profile that is not active is left out, as
+	// Spring Boot leaves it out; say so, with the flag that reads it.
+	for _, f := range files {
+		if p := fileProfile(f.Name, names); p != "" && !slices.Contains(active, p) {
+			t.info(&node{file: f.Name, line: 1}, "%s", inactiveProfile(f.Name, p))
+			t.leftOut = append(t.leftOut, inactiveProfile(f.Name, p))
+		}
+	}
 	// Generic files first, in order; then each active profile's files.
 	var order []document
 	for _, d := range docs {
@@ -214,8 +259,76 @@ func Translate(files []File, o Options) (*Result, error) {
 		t.root = newMap("", 0)
 	}
 	t.translate()
+	t.layout()
 	return &Result{Config: t.write(), Notes: t.notes}, nil
 }
+
+// layout picks the key layout of the compat limits from Options.SCGVersion
+// or the files, and states the SCG versions it assumes.
+func (t *translator) layout() {
+	if t.o.Native || len(t.policies) == 0 {
+		return
+	}
+	old, cur := t.gateway()
+	switch legacy, err := ParseSCGVersion(t.o.SCGVersion); {
+	case err == nil && t.o.SCGVersion != "":
+		t.legacy = legacy
+		if legacy && cur != nil {
+			t.info(cur, "--scg-version %s, yet spring.cloud.gateway.server.webflux is the prefix of SCG 4.3.0 and later; the limits follow --scg-version", t.o.SCGVersion)
+		}
+	case cur != nil:
+		t.info(cur, "compat scg: keys request_rate_limiter.{<route id>.<key>}, as SCG 4.2.0 and later write them (spring.cloud.gateway.server.webflux is the prefix of SCG 4.3.0 and later)")
+	default:
+		t.info(pick(old, t.root), "compat scg assumes SCG 4.2.0 or later, whose keys name the route (request_rate_limiter.{<route id>.<key>}); for SCG 4.1.x or earlier pass --scg-version 4.1 (compat scg-4.1, keys request_rate_limiter.{<key>}), or each fleet counts its own budget")
+	}
+	if t.legacy {
+		return
+	}
+	warned := map[*node]bool{}
+	for _, r := range t.routes {
+		for _, l := range r.limits {
+			if l.noID && !warned[l.node] {
+				warned[l.node] = true
+				t.note(l.node, "route %s has no id: SCG gives it a random UUID on every instance and at every start, and SCG 4.2.0 and later put that id in the rate limiter's keys, so no budget can be shared with SCG; give the route an id in SCG and write it as scg_route_id here", r.id)
+			}
+		}
+	}
+}
+
+// ParseSCGVersion reads an SCG version, "4.1", "4.1.9", "v4.2.0" or
+// "4.2.0-M2", or the Spring Cloud release train that brings it ("2023.0",
+// "2024.0.1"), and reports whether it writes the keys that do not name the
+// route: SCG before 4.2.0 (and 4.2.0-M1), release trains before 2024.0,
+// compat scg-4.1. Empty is no version: legacy false.
+func ParseSCGVersion(v string) (legacy bool, err error) {
+	if v == "" {
+		return false, nil
+	}
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return false, fmt.Errorf("--scg-version %q: want a Spring Cloud Gateway version such as 4.1.9 or 4.2.0", v)
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	patch := 0
+	if m[3] != "" {
+		patch, _ = strconv.Atoi(m[3])
+	}
+	switch {
+	case major >= 2020:
+		// A Spring Cloud release train: 2024.0 brought SCG 4.2.0.
+		return major < 2024, nil
+	case major != 4:
+		return major < 4, nil
+	case minor != 2:
+		return minor < 2, nil
+	}
+	// 4.2.0-M1 still wrote the old keys; 4.2.0-M2 was the first with the route.
+	return patch == 0 && strings.EqualFold(m[4], "-M1"), nil
+}
+
+// versionRE matches an SCG version: major.minor[.patch][qualifier].
+var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)(?:\.(\d+))?([.-][A-Za-z0-9.-]+)?$`)
 
 // gateway returns SCG's settings: spring.cloud.gateway.server.webflux laid
 // over spring.cloud.gateway (its older prefix).
@@ -253,7 +366,11 @@ func (t *translator) translate() {
 		t.translateRoute(i, r, defaults)
 	}
 	if len(t.routes) == 0 {
-		t.note(pick(old, cur, t.root), "no spring.cloud.gateway routes found; sluice needs at least one route")
+		msg := "no spring.cloud.gateway routes found; sluice needs at least one route"
+		if len(t.leftOut) > 0 {
+			msg += " (" + strings.Join(t.leftOut, "; ") + ")"
+		}
+		t.note(pick(old, cur, t.root), "%s", msg)
 	}
 }
 
@@ -599,6 +716,10 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		return
 	}
 	id := t.routeID(i, n)
+	scgID := ""
+	if idn := n.get("id"); idn != nil {
+		scgID, _ = idn.text()
+	}
 	for _, k := range n.keys {
 		switch k {
 		case "id", "uri", "predicates", "filters":
@@ -746,6 +867,10 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 			prefixed = base != ""
 		case "requestratelimiter":
 			if l, ok := t.rateLimit(id, c); ok {
+				l.scgRoute, l.noID, l.node = scgID, scgID == "", fn
+				if l.noID {
+					l.scgRoute = id
+				}
 				r.limits = append(r.limits, l)
 			}
 		default:

@@ -25,6 +25,15 @@ func (t *translator) write() string {
 	if len(t.profiles) > 0 {
 		w(0, "# Active profiles: %s.", strings.Join(t.profiles, ", "))
 	}
+	compat := "scg"
+	switch {
+	case t.o.Native || len(t.policies) == 0:
+	case t.legacy:
+		compat = "scg-4.1"
+		w(0, "# Budgets shared with SCG up to 4.1.x: keys request_rate_limiter.{<key>} (compat scg-4.1).")
+	default:
+		w(0, "# Budgets shared with SCG 4.2.0 and later: keys request_rate_limiter.{<scg_route_id>.<key>} (compat scg).")
+	}
 	if t.listen != "" {
 		w(0, "server:")
 		w(1, "listen: %s", quote(t.listen))
@@ -67,7 +76,7 @@ func (t *translator) write() string {
 			if t.o.Native {
 				w(1, "%s: {algorithm: token_bucket, capacity: %d, rate: %d}", p.name, p.burst, p.rate)
 			} else {
-				w(1, "%s: {algorithm: token_bucket, capacity: %d, rate: %d, compat: scg}", p.name, p.burst, p.rate)
+				w(1, "%s: {algorithm: token_bucket, capacity: %d, rate: %d, compat: %s}", p.name, p.burst, p.rate, compat)
 			}
 		}
 	}
@@ -117,6 +126,9 @@ func (t *translator) write() string {
 			w(4, "on_empty_key: %s", l.onEmpty)
 			if l.headers {
 				w(4, "headers: scg")
+			}
+			if !t.o.Native && !t.legacy {
+				w(4, "scg_route_id: %s", lit(l.scgRoute))
 			}
 		}
 	}

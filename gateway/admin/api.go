@@ -231,7 +231,10 @@ func (h *handler) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
 			l := &t.route.Limits[i]
 			for _, name := range h.o.PolicyNames {
 				p := h.o.Policy(name)
-				reqs = append(reqs, ratelimit.Request{Key: httplimit.BudgetKey(t.route.ID, l.ID, p, t.parts), Policy: p})
+				if !httplimit.CanUse(l, p, t.parts) {
+					continue // no state of the key under p (Spring Cloud Gateway's keys only)
+				}
+				reqs = append(reqs, ratelimit.Request{Key: httplimit.BudgetKey(t.route.ID, l, p, t.parts), Policy: p})
 			}
 		}
 		if len(reqs) > 0 {
@@ -247,7 +250,7 @@ func (h *handler) limitsEndpoint(w http.ResponseWriter, r *http.Request) error {
 	for j, i := range idx {
 		l := &t.route.Limits[i]
 		p := t.route.PolicyFor(ctx, i, t.parts)
-		reqs[j] = ratelimit.Request{Key: httplimit.BudgetKey(t.route.ID, l.ID, p, t.parts), Policy: p, Cost: l.Cost}
+		reqs[j] = ratelimit.Request{Key: httplimit.BudgetKey(t.route.ID, l, p, t.parts), Policy: p, Cost: l.Cost}
 	}
 	out := make([]ratelimit.Decision, len(reqs))
 	if len(reqs) > 0 {

@@ -101,6 +101,7 @@ func TestImportSCGUsage(t *testing.T) {
 		{[]string{"import", "scg", "--key-resolver", "nobean", "x.yml"}, exitUsage, "want BEAN=KEY"},
 		{[]string{"import", "scg", "--key-resolver", "b=header:", "x.yml"}, exitUsage, "--key-resolver"},
 		{[]string{"import", "scg", "--bogus", "x.yml"}, exitUsage, "not defined"},
+		{[]string{"import", "scg", "--scg-version", "latest", "x.yml"}, exitUsage, "--scg-version \"latest\""},
 		{[]string{"import", "scg", "testdata/importscg/does-not-exist.yml"}, exitError, "no such file"},
 		{[]string{"import", "scg", "testdata/importscg/seed/args"}, exitError, "not a .yml, .yaml or .properties file"},
 	} {
@@ -113,5 +114,74 @@ func TestImportSCGUsage(t *testing.T) {
 	var stdout bytes.Buffer
 	if code := Run(context.Background(), []string{"import", "scg", "-h"}, Env{Stdout: &stdout, Stderr: &stdout}); code != exitOK || !strings.Contains(stdout.String(), "--key-resolver") {
 		t.Errorf("import scg -h: exit %d, %q", code, stdout.String())
+	}
+}
+
+// TestImportSCGFileNames imports one SCG file under the names people give
+// it: every name that is not <config name>-<profile> is read in full; a
+// profile file of a profile that is not active is left out, and the
+// message names the flag that reads it (issue 28).
+func TestImportSCGFileNames(t *testing.T) {
+	const scg = `spring:
+  cloud:
+    gateway:
+      routes:
+      - id: orders
+        uri: http://orders:8080
+        predicates: [Path=/orders/**]
+        filters:
+        - name: RequestRateLimiter
+          args: {key-resolver: "#{@ipKeyResolver}", redis-rate-limiter.replenishRate: 5, redis-rate-limiter.burstCapacity: 10}
+`
+	run := func(t *testing.T, name string, flags ...string) (int, string, string) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(file, []byte(scg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), append(append([]string{"import", "scg"}, flags...), file), Env{Stdout: &stdout, Stderr: &stderr})
+		return code, stdout.String(), stderr.String()
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"application.yml", nil},
+		{"gateway-config.yml", nil},
+		{"my-gateway.yml", nil},
+		{"api-gateway.yaml", nil},
+		{"spring-cloud-gateway.yml", nil},
+		{"gateway-routes.yml", nil},
+		{"bootstrap-dev.yml", nil},
+		{"application-dev.yml", []string{"--profile", "dev"}},
+		{"gateway-prod.yml", []string{"--config-name", "gateway", "--profile", "prod"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, tc.name, tc.flags...)
+			if code != exitOK || !strings.Contains(out, `id: "orders"`) {
+				t.Fatalf("exit %d, want 0 and route orders; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			checkTranslated(t, []byte(out))
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"application-dev.yml", nil, "--profile dev"},
+		{"application-local.yaml", []string{"--profile", "prod"}, "--profile local"},
+		{"gateway-prod.yml", []string{"--config-name", "gateway"}, "--profile prod"},
+	} {
+		t.Run("inactive/"+tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, tc.name, tc.flags...)
+			if code != exitPartial || strings.Contains(out, `id: "orders"`) {
+				t.Fatalf("exit %d, want 3 and no route; stdout:\n%s", code, out)
+			}
+			if !strings.Contains(errOut, "no spring.cloud.gateway routes found") || !strings.Contains(errOut, tc.name+" is a file of profile") || !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr does not name %s and %q:\n%s", tc.name, tc.want, errOut)
+			}
+		})
 	}
 }

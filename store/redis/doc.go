@@ -75,8 +75,9 @@
 // ([Options].Clock) keys are kept an hour longer, as Redis' own clock runs
 // on while a test's stands still.
 //
-// The exception is a token bucket with compat scg ([ratelimit.CompatSCG]):
-// its state is Spring Cloud Gateway's, Request.Key (ratelimit.SCGKey) plus
+// The exception is a token bucket with compat scg or scg-4.1
+// ([ratelimit.CompatSCG], [ratelimit.CompatSCG41]): its state is Spring
+// Cloud Gateway's, Request.Key (ratelimit.SCGRouteKey or ratelimit.SCGKey) plus
 // ".tokens" and ".timestamp", with neither the prefix nor a hash, whole
 // seconds and SCG's TTL, so that SCG instances share it (scg.go,
 // lua/scg_token_bucket.lua, docs/migrating-from-scg.md). Such a request is

@@ -8,10 +8,12 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// Limits of policies with compat scg ([ratelimit.CompatSCG]) keep Spring
-// Cloud Gateway's own keys, so that SCG instances read and write the same
-// budget: Request.Key, "request_rate_limiter.{<id>}" (httplimit builds it
-// from the key resolver's value), followed by ".tokens" and ".timestamp".
+// Limits of policies with compat scg or scg-4.1 ([ratelimit.CompatSCG],
+// [ratelimit.CompatSCG41]) keep Spring Cloud Gateway's own keys, so that SCG
+// instances read and write the same budget: Request.Key,
+// "request_rate_limiter.{<route id>.<id>}" or "request_rate_limiter.{<id>}"
+// (httplimit builds it from the key resolver's value), followed by ".tokens"
+// and ".timestamp".
 // They get neither the store's prefix nor a hashed tag. Their step is
 // scg_token_bucket.lua's, algorithm code 8, whose max_delay argument carries
 // the whole tokens added per second.
@@ -43,7 +45,7 @@ func checkSCGSlots(reqs []ratelimit.Request) error {
 }
 
 // isSCG reports whether r's policy follows SCG's layout.
-func isSCG(p *ratelimit.Policy) bool { return p.Compat() == ratelimit.CompatSCG }
+func isSCG(p *ratelimit.Policy) bool { return p.Compat().SCG() }
 
 // hasSCG reports whether any of reqs has a compat scg policy.
 func hasSCG(reqs []ratelimit.Request) bool {

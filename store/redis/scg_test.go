@@ -19,7 +19,9 @@ import (
 // documentation and docs/migrating-from-scg.md describe it, independently of
 // the store: for key resolver value id it keeps the tokens left in
 // request_rate_limiter.{id}.tokens and the whole second of its last call in
-// request_rate_limiter.{id}.timestamp; the time is the seconds of Redis
+// request_rate_limiter.{id}.timestamp (SCG up to 4.1.x), or, with a
+// routeID, in request_rate_limiter.{routeID.id}.tokens and .timestamp (SCG
+// 4.2.0 and later, which name the route in the key); the time is the seconds of Redis
 // TIME; a missing tokens key is a full bucket and a missing timestamp is 0;
 // the bucket gains rate tokens per elapsed second up to burst; a request
 // of `requested` tokens is allowed when that many are there, and only then
@@ -30,13 +32,23 @@ import (
 type scgClient struct {
 	c                      rueidis.Client
 	rate, burst, requested int64
+	// routeID is the SCG route's id; empty for SCG up to 4.1.x, whose keys
+	// do not name it.
+	routeID string
+}
+
+// keys returns SCG's two keys for key resolver value id.
+func (s scgClient) keys(id string) (tokens, stamp string) {
+	if s.routeID != "" {
+		id = s.routeID + "." + id
+	}
+	return "request_rate_limiter.{" + id + "}.tokens", "request_rate_limiter.{" + id + "}.timestamp"
 }
 
 // isAllowed runs one SCG decision for id; it returns whether it was
 // allowed, the tokens left, and the second it was decided at.
 func (s scgClient) isAllowed(ctx context.Context, id string) (allowed bool, left, sec int64, err error) {
-	tokensKey := "request_rate_limiter.{" + id + "}.tokens"
-	stampKey := "request_rate_limiter.{" + id + "}.timestamp"
+	tokensKey, stampKey := s.keys(id)
 	ttl := 2 * s.burst / s.rate
 	for {
 		committed := false
@@ -88,9 +100,12 @@ func (s scgClient) isAllowed(ctx context.Context, id string) (allowed bool, left
 	}
 }
 
+// scgPolicy returns a compat scg-4.1 policy, whose Request.Key is
+// ratelimit.SCGKey (the arithmetic and the store's keys do not depend on
+// the layout: Request.Key names them).
 func scgPolicy(t testing.TB, burst int64, rate float64) *ratelimit.Policy {
 	t.Helper()
-	p, err := ratelimit.NewPolicy(ratelimit.PolicyConfig{Name: "scg", Algorithm: ratelimit.TokenBucket, Capacity: burst, Rate: rate, Compat: ratelimit.CompatSCG})
+	p, err := ratelimit.NewPolicy(ratelimit.PolicyConfig{Name: "scg", Algorithm: ratelimit.TokenBucket, Capacity: burst, Rate: rate, Compat: ratelimit.CompatSCG41})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,17 +212,50 @@ func TestSCGCompatArithmetic(t *testing.T) {
 	}
 }
 
+// scgLayout is one of SCG's key layouts: the compat value that selects it
+// and the route id SCG's keys carry (empty up to SCG 4.1.x).
+type scgLayout struct {
+	compat  ratelimit.Compat
+	routeID string
+}
+
+// scgLayouts are SCG's key layouts before and since 4.2.0 (issue 28).
+var scgLayouts = []scgLayout{{ratelimit.CompatSCG41, ""}, {ratelimit.CompatSCG, "orders"}}
+
+// key returns the store's Request.Key of key resolver value id.
+func (l scgLayout) key(id string) string {
+	if l.compat == ratelimit.CompatSCG {
+		return ratelimit.SCGRouteKey(l.routeID, id)
+	}
+	return ratelimit.SCGKey(id)
+}
+
+func (l scgLayout) policy(t testing.TB, burst int64, rate float64) *ratelimit.Policy {
+	t.Helper()
+	p, err := ratelimit.NewPolicy(ratelimit.PolicyConfig{Name: "scg", Algorithm: ratelimit.TokenBucket, Capacity: burst, Rate: rate, Compat: l.compat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestSCGCompatSharedBudget runs SCG's algorithm (scgClient) and the store
-// on one key of a real Redis: each side sees what the other consumed, and
-// together, interleaved or concurrent, they never admit more than burst +
-// rate × elapsed whole seconds.
+// on one key of a real Redis, in each of SCG's key layouts: each side sees
+// what the other consumed, and together, interleaved or concurrent, they
+// never admit more than burst + rate × elapsed whole seconds.
 func TestSCGCompatSharedBudget(t *testing.T) {
+	for _, lay := range scgLayouts {
+		t.Run(string(lay.compat), func(t *testing.T) { testSCGSharedBudget(t, lay) })
+	}
+}
+
+func testSCGSharedBudget(t *testing.T, lay scgLayout) {
 	c := standaloneRedis(t)
 	ctx := context.Background()
 	s := newTestStore(t, c, nil) // Redis TIME, as SCG
 	evalOne := func(id string, p *ratelimit.Policy, cost int64) (bool, ratelimit.Decision) {
 		out := make([]ratelimit.Decision, 1)
-		ok, err := s.Evaluate(ctx, []ratelimit.Request{{Key: ratelimit.SCGKey(id), Policy: p, Cost: cost}}, out)
+		ok, err := s.Evaluate(ctx, []ratelimit.Request{{Key: lay.key(id), Policy: p, Cost: cost}}, out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,9 +264,9 @@ func TestSCGCompatSharedBudget(t *testing.T) {
 
 	t.Run("sees", func(t *testing.T) {
 		// rate 1 per second: a few seconds of a slow machine refill a few tokens at most.
-		p := scgPolicy(t, 50, 1)
+		p := lay.policy(t, 50, 1)
 		id := "sees-" + testPrefix()
-		scg := scgClient{c: c, rate: 1, burst: 50, requested: 50}
+		scg := scgClient{c: c, routeID: lay.routeID, rate: 1, burst: 50, requested: 50}
 		if ok, left, _, err := scg.isAllowed(ctx, id); err != nil || !ok || left != 0 {
 			t.Fatalf("SCG takes the whole bucket: ok=%v left=%d err=%v", ok, left, err)
 		}
@@ -255,11 +303,11 @@ func TestSCGCompatSharedBudget(t *testing.T) {
 	})
 
 	const burst, rate = 4, 3
-	p := scgPolicy(t, burst, rate)
+	p := lay.policy(t, burst, rate)
 
 	t.Run("interleaved", func(t *testing.T) {
 		id := "inter-" + testPrefix()
-		scg := scgClient{c: c, rate: rate, burst: burst, requested: 1}
+		scg := scgClient{c: c, routeID: lay.routeID, rate: rate, burst: burst, requested: 1}
 		start := redisTime(t, c)
 		var bySCG, bySluice int
 		// rounds counts the rounds (an SCG call, then a sluice call) by
@@ -323,7 +371,7 @@ func TestSCGCompatSharedBudget(t *testing.T) {
 		for w := range 4 {
 			go func() {
 				n := 0
-				scg := scgClient{c: c, rate: rate, burst: burst, requested: 1}
+				scg := scgClient{c: c, routeID: lay.routeID, rate: rate, burst: burst, requested: 1}
 				for time.Now().Before(deadline) {
 					var ok bool
 					if w%2 == 0 {
@@ -335,7 +383,7 @@ func TestSCGCompatSharedBudget(t *testing.T) {
 					} else {
 						out := make([]ratelimit.Decision, 1)
 						var err error
-						if ok, err = s.Evaluate(ctx, []ratelimit.Request{{Key: ratelimit.SCGKey(id), Policy: p, Cost: 1}}, out); err != nil {
+						if ok, err = s.Evaluate(ctx, []ratelimit.Request{{Key: lay.key(id), Policy: p, Cost: 1}}, out); err != nil {
 							t.Error(err)
 							break
 						}
@@ -361,7 +409,66 @@ func TestSCGCompatSharedBudget(t *testing.T) {
 	})
 }
 
-// TestSCGCompatCluster: on a Redis Cluster, compat scg limits live in the
+// TestSCGCompatLayoutsExact: in each of SCG's key layouts, SCG (scgClient)
+// and the store alternating on one user's budget of burst 5 admit exactly
+// 5 between them within a second (plus a token per second that ticked by),
+// and the store's state is in SCG's own two keys. Against SCG 4.2 and
+// later, the keys without the route id admitted 5 by SCG plus 5 by sluice
+// (issue 28).
+func TestSCGCompatLayoutsExact(t *testing.T) {
+	c := standaloneRedis(t)
+	ctx := context.Background()
+	s := newTestStore(t, c, nil) // Redis TIME, as SCG
+	const burst, rate = 5, 1
+	for _, lay := range scgLayouts {
+		t.Run(string(lay.compat), func(t *testing.T) {
+			p := lay.policy(t, burst, rate)
+			scg := scgClient{c: c, rate: rate, burst: burst, requested: 1, routeID: lay.routeID}
+			for attempt := 0; ; attempt++ {
+				if attempt == 5 {
+					t.Fatal("every attempt straddled a second of Redis TIME")
+				}
+				id := fmt.Sprintf("exact-%d-%s", attempt, testPrefix())
+				start := redisTime(t, c)
+				bySCG, bySluice := 0, 0
+				for range 2 * burst {
+					ok, _, _, err := scg.isAllowed(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						bySCG++
+					}
+					out := make([]ratelimit.Decision, 1)
+					if ok, err = s.Evaluate(ctx, []ratelimit.Request{{Key: lay.key(id), Policy: p, Cost: 1}}, out); err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						bySluice++
+					}
+				}
+				elapsed := redisTime(t, c) - start
+				total := bySCG + bySluice
+				if total < burst || total > burst+rate*int(elapsed) {
+					t.Fatalf("admitted %d (SCG %d, sluice %d) in %d s, want %d (+%d a second)", total, bySCG, bySluice, elapsed, burst, rate)
+				}
+				tokens, stamp := scg.keys(id)
+				if n, err := c.Do(ctx, c.B().Exists().Key(tokens, stamp).Build()).AsInt64(); err != nil || n != 2 {
+					t.Fatalf("SCG's keys %s, %s: %d exist (%v), want 2", tokens, stamp, n, err)
+				}
+				if elapsed != 0 {
+					continue // a second ticked: the count was bounded, not exact
+				}
+				if total != burst || bySCG == 0 || bySluice == 0 {
+					t.Fatalf("admitted %d (SCG %d, sluice %d) within one second, want %d from both", total, bySCG, bySluice, burst)
+				}
+				return
+			}
+		})
+	}
+}
+
+// TestSCGCompatCluster: on a Redis Cluster, compat scg and scg-4.1 limits live in the
 // slot of SCG's hash tag, whatever bytes the key value holds (braces
 // included, as SCG writes them), and a request mixing one with a limit in
 // another slot is refused rather than split.
@@ -382,8 +489,15 @@ func TestSCGCompatCluster(t *testing.T) {
 	if err := s.Reset(ctx, []ratelimit.Request{split}); err != nil {
 		t.Errorf("Reset of a split key: %v", err)
 	}
-	for _, id := range []string{"plain-" + testPrefix(), "br{ace}s-" + testPrefix(), "a}b-" + testPrefix(), "日本-" + testPrefix()} {
-		key := ratelimit.SCGKey(id)
+	for _, tc := range []struct {
+		id  string
+		lay scgLayout
+	}{
+		{"plain-" + testPrefix(), scgLayouts[0]}, {"br{ace}s-" + testPrefix(), scgLayouts[0]},
+		{"a}b-" + testPrefix(), scgLayouts[0]}, {"日本-" + testPrefix(), scgLayouts[0]},
+		{"plain-" + testPrefix(), scgLayouts[1]}, {"a}b-" + testPrefix(), scgLayouts[1]},
+	} {
+		id, key, p := tc.id, tc.lay.key(tc.id), tc.lay.policy(t, 3, 1)
 		for i := range 4 {
 			ok, out := evaluate(t, s, ratelimit.Request{Key: key, Policy: p})
 			if want := i < 3; ok != want {
