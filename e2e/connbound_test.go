@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestIdleConnectionsMemoryBounded (issue 27, item 3): 8,000 connections,
+// TestIdleConnectionsMemoryBounded: 8,000 connections,
 // each kept alive and idle after one request with a 16 KB header block,
 // must leave sluice under 400 MiB resident with the default settings
 // (the shipped Kubernetes limit is 512Mi). The default server.max_conns

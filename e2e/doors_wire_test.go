@@ -13,7 +13,7 @@ import (
 // asks to switch protocols, expects 100-continue, stretches the HTTP/1.1
 // grammar or meets a failing or HTTP/1.0 upstream (docs/operations.md,
 // "Answers sluice gives itself" and "The HTTP engine"). The rows of
-// TestDoorWire are the regression rows of issue 26, items 3 to 7.
+// TestDoorWire are regression rows: each failed before its fix.
 
 // bigAnswer is the length of the upstream's large answer: over the 1 MiB the
 // upgrade path once read whole.
@@ -126,7 +126,7 @@ func TestDoorWire(t *testing.T) {
 }
 
 // upgradeRows: only an HTTP/1.1 GET with Connection: upgrade and an Upgrade
-// other than h2c takes the tunnel path (issue 26, item 3).
+// other than h2c takes the tunnel path.
 func upgradeRows() []doorRow {
 	return []doorRow{
 		{
@@ -182,7 +182,7 @@ func upgradeRows() []doorRow {
 
 // expectRows: a request with Expect: 100-continue is decided before 100
 // Continue; a refusal is its final answer, as without Expect, and closes
-// the connection (issue 26, item 4).
+// the connection.
 func expectRows() []doorRow {
 	post := "POST /login HTTP/1.1\r\nHost: x\r\nX-User-Id: %s\r\nContent-Length: 5\r\n\r\nhello"
 	expect := "POST /login HTTP/1.1\r\nHost: x\r\nX-User-Id: %s\r\nContent-Length: 2000000\r\nExpect: 100-continue\r\n\r\n"
@@ -209,7 +209,7 @@ func expectRows() []doorRow {
 
 // parserRows: what the engine's parser lets through is refused before any
 // limit is charged, and versions other than HTTP/1.0 and 1.1 get their
-// answer (issue 26, item 5).
+// answer.
 func parserRows() []doorRow {
 	return []doorRow{
 		{
@@ -271,7 +271,7 @@ func parserRows() []doorRow {
 }
 
 // failureRows: a limited route's 502 and 504 carry the rate-limit headers
-// of the decision that admitted the request (issue 26, item 6).
+// of the decision that admitted the request.
 func failureRows() []doorRow {
 	return []doorRow{
 		{
@@ -299,8 +299,7 @@ func failureRows() []doorRow {
 }
 
 // http10UpstreamRows: an HTTP/1.0 upstream's answer reaches the client as
-// an HTTP/1.1 answer, on a connection kept as the client asked (issue 26,
-// item 7).
+// an HTTP/1.1 answer, on a connection kept as the client asked.
 func http10UpstreamRows() []doorRow {
 	return []doorRow{
 		{
@@ -324,8 +323,8 @@ func http10UpstreamRows() []doorRow {
 	}
 }
 
-// TestDoorWireHeld checks answers that already held before issue 26 and
-// that its fixes must keep: an admitted Expect: 100-continue upload is
+// TestDoorWireHeld checks answers that already held before these rows
+// were fixed, and that the fixes must keep: an admitted Expect: 100-continue upload is
 // decided once and gets its 100, and a header block that ends in a bare-LF
 // blank line is never complete to the engine: 408 at read_header_timeout
 // (1 s here, well within the runner's 5 s wait for an answer).

@@ -182,7 +182,7 @@ func keyMatches(pattern, key string) bool {
 // documented commands are exactly those, together with what the scripts
 // can run; the documented key patterns are exactly those the keys used
 // match; and ACL LOG holds no denial but the documented CONFIG GET
-// (issue 28).
+//.
 func TestRedisACLDocumented(t *testing.T) {
 	t.Parallel()
 	acl := documentedACL(t)

@@ -600,7 +600,7 @@ func scgAllow(t *testing.T, rc *redistest.Conn, prefix string, rate, burst int) 
 // layout of their version: by default SCG 4.2.0 and later, whose keys name
 // the route, and with --scg-version 4.1.9 the older keys. Within one second
 // of Redis TIME, what one side took of the burst of 5 is missing for the
-// other: together they admit 5, not 5 by SCG plus 5 by sluice (issue 28).
+// other: together they admit 5, not 5 by SCG plus 5 by sluice.
 func TestImportSCGSharesWithSCG(t *testing.T) {
 	redistest.Check(t, standaloneErr)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

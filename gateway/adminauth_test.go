@@ -124,7 +124,7 @@ func TestAdminLoginFailuresSurviveReload(t *testing.T) {
 	}
 }
 
-// TestAdminLoginOverflowSparesTheRightToken (issue 27, item 4): clients
+// TestAdminLoginOverflowSparesTheRightToken: clients
 // from more source addresses than the login table tracks (4,096) send
 // wrong tokens over real connections, so that failures from the last ones
 // share the overflow budget and use it up. The overflow budget still

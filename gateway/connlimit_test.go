@@ -13,7 +13,7 @@ import (
 )
 
 // connRequest is a GET with a header block just under the default
-// server.max_header_bytes (16 KiB), as in issue 27's measurement.
+// server.max_header_bytes (16 KiB).
 var connRequest = "GET /hello HTTP/1.1\r\nHost: sluice\r\nX-Pad: " + strings.Repeat("p", 16000) + "\r\n\r\n"
 
 // openConn dials addr from the loopback address local ("" for any), sends
@@ -60,7 +60,7 @@ func checkRefused(t *testing.T, c net.Conn, res *http.Response, body string, sta
 	}
 }
 
-// TestMaxConnsRefusesTheExcess (issue 27, item 3): server.max_conns
+// TestMaxConnsRefusesTheExcess: server.max_conns
 // bounds the public listener's open connections, idle keep-alive ones
 // included; a connection past it is answered 503 in problem+json and
 // closed, and closing a held connection makes room again.

@@ -22,7 +22,7 @@ type closer struct{ closed atomic.Bool }
 func (c *closer) Close() error { c.closed.Store(true); return nil }
 
 // TestExpectEngine pins what Gateway.expect relies on in the engine, so
-// that a fasthttp upgrade that changes it fails here (issue 26, item 4):
+// that a fasthttp upgrade that changes it fails here:
 // ExpectHandler runs before 100 Continue is sent; when it returns another
 // status, the response it wrote (status, headers, body) is the answer, the
 // handler is not called and the connection is closed; when it returns 100,
@@ -117,7 +117,7 @@ func TestExpectEngine(t *testing.T) {
 // 100-continue is decided once, before 100 Continue: admitted, it counts
 // once; refused, it gets the answer the same request gets without Expect
 // (status, rate-limit headers, body), and its connection is closed. Every
-// request leaves the gateway's in-flight count (issue 26, item 4).
+// request leaves the gateway's in-flight count.
 func TestExpectRefusalSameAnswer(t *testing.T) {
 	g := newTestGateway(t, testConfig(limitedRoute("up", "/up", "ok")))
 	srv, _, _ := startServer(t, g)

@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 
-// Leases through Redis faults (issue 27, item 1). Each test fills a
+// Leases through Redis faults. Each test fills a
 // concurrency limit with requests the upstream holds, keeps probers asking
 // for more while a fault runs, and reads the upstream's own count of the
 // most requests it held at once: the limit is what must hold there.
@@ -131,7 +131,7 @@ func leaseMetric(t *testing.T, g *Gateway, name string) float64 {
 	return 0
 }
 
-// TestLeasesSlowRedis (issue 27, item 1a): with Redis 4ms slower per reply
+// TestLeasesSlowRedis: with Redis 4ms slower per reply
 // and 1,000 leases held on one instance (lease_ttl 3s), the leases are
 // renewed in time, so neither that instance nor another sharing the store
 // admits a request over the limit. With on_error deny neither instance
@@ -149,7 +149,7 @@ func TestLeasesSlowRedis(t *testing.T) {
 	}
 }
 
-// TestLeasesRedisStopped (issue 27, item 1b): Redis stopped (SIGSTOP) for
+// TestLeasesRedisStopped: Redis stopped (SIGSTOP) for
 // longer than lease_ttl, so that every held lease has expired by Redis'
 // clock when it resumes: the instance still never admits over the limit,
 // during the stop or after it.
@@ -174,7 +174,7 @@ func TestLeasesRedisStopped(t *testing.T) {
 	}
 }
 
-// TestSheddingBudgetRedisStopped (issue 27, item 1): the shedding budget
+// TestSheddingBudgetRedisStopped: the shedding budget
 // holds its requests in flight on leases too; Redis stopped for longer
 // than its lease_ttl does not let the instance over max_in_flight.
 func TestSheddingBudgetRedisStopped(t *testing.T) {
@@ -198,7 +198,7 @@ func TestSheddingBudgetRedisStopped(t *testing.T) {
 	}
 }
 
-// TestLeasesRedisPartitioned (issue 27, item 1c): a partition that
+// TestLeasesRedisPartitioned: a partition that
 // blackholes every byte to and from Redis for longer than lease_ttl. Redis'
 // clock runs on, so the held leases expire there; the instance, deciding
 // with its local store meanwhile (on_error local) and taking each lease
@@ -222,7 +222,7 @@ func TestLeasesRedisPartitioned(t *testing.T) {
 	}
 }
 
-// TestLeasesRedisRestartedEmpty (issue 27, item 1d): Redis down for longer
+// TestLeasesRedisRestartedEmpty: Redis down for longer
 // than lease_ttl, then back without its data. The instance never admits
 // over the limit, and the renewals add the held leases back to Redis.
 func TestLeasesRedisRestartedEmpty(t *testing.T) {

@@ -125,7 +125,7 @@ func admitted(t *testing.T, front, what string) {
 	})
 }
 
-// TestPanicBeforeAnswer (issue 26, item 8): a panic in the public
+// TestPanicBeforeAnswer: a panic in the public
 // listener's handler, with the request's concurrency lease held, is answered
 // 500 in problem+json with the connection closed, counted each time in
 // sluice_panics_total{door="gateway"}, and logged with its stack once for
@@ -158,7 +158,7 @@ func TestPanicBeforeAnswer(t *testing.T) {
 	}
 }
 
-// TestPanicForwardAuth (issue 26, item 8): a panic while a forward_auth
+// TestPanicForwardAuth: a panic while a forward_auth
 // route decides is answered 500 and counted as forward_auth's.
 func TestPanicForwardAuth(t *testing.T) {
 	g, srv, _ := panicGateway(t, testConfig(forwardRoute("auth", "/auth", config.FromXForwarded)))
@@ -174,7 +174,7 @@ func TestPanicForwardAuth(t *testing.T) {
 	}
 }
 
-// TestPanicWhileStreaming (issue 26, item 8): a panic while the upstream's
+// TestPanicWhileStreaming: a panic while the upstream's
 // body streams to the client, past the handler, closes the client's
 // connection (the answer already started), is counted and logged with its
 // stack, a site apart from a panic before the answer, and the request's
@@ -208,7 +208,7 @@ func TestPanicWhileStreaming(t *testing.T) {
 	}
 }
 
-// TestPanicInTunnel (issue 26, item 8): a panic in a copier of an upgraded
+// TestPanicInTunnel: a panic in a copier of an upgraded
 // connection, a goroutine of the request's, closes the tunnel (both
 // connections), is counted, and releases the request's lease.
 func TestPanicInTunnel(t *testing.T) {
@@ -252,7 +252,7 @@ func TestPanicInTunnel(t *testing.T) {
 	}
 }
 
-// TestPanicInEngineHandler (issue 26, item 8): a panic that the gateway's
+// TestPanicInEngineHandler: a panic that the gateway's
 // handler leaves unrecovered is recovered by the public server's own
 // handler: answered 500 and counted; the server keeps serving.
 func TestPanicInEngineHandler(t *testing.T) {
@@ -279,7 +279,7 @@ func TestPanicInEngineHandler(t *testing.T) {
 	}
 }
 
-// TestPanicSitesSurviveReload (issue 26, item 8): the stack of a panic is
+// TestPanicSitesSurviveReload: the stack of a panic is
 // logged once per site per process: a gateway built on reload (with
 // Deps.Previous) logs a site its predecessor logged without the stack.
 func TestPanicSitesSurviveReload(t *testing.T) {

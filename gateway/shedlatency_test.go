@@ -18,8 +18,7 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
-// The acceptance tests of load shedding by upstream latency (issue 27, item
-// 2): the signal follows the upstream, not one client.
+// The acceptance tests of load shedding by upstream latency: the signal follows the upstream, not one client.
 
 // latencyUpstream reads each request's body, then answers after extra, plus
 // a second on /slow/….
@@ -166,7 +165,7 @@ func tricklePost(front, path, user string, every time.Duration) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// TestLatencyShedTrickledBodies (issue 27, item 2, test 1): four POSTs a
+// TestLatencyShedTrickledBodies: four POSTs a
 // second whose bodies trickle in over 2.5 s, each from a client of its own,
 // shed none of the other users' requests to the same upstream: the
 // upstream's latency starts once the request's last byte is written to it.
@@ -198,7 +197,7 @@ func TestLatencyShedTrickledBodies(t *testing.T) {
 	}
 }
 
-// TestLatencyShedOneSlowKey (issue 27, item 2, test 2): one key calling a
+// TestLatencyShedOneSlowKey: one key calling a
 // 1 s endpoint 4 times a second sheds at most 1% of the requests of 50
 // other keys to the same upstream: each key counts once in the upstream's
 // latency.
@@ -250,7 +249,7 @@ func TestLatencyShedOneSlowKey(t *testing.T) {
 	}
 }
 
-// TestLatencyShedEveryKeySlow (issue 27, item 2, test 3): when the upstream
+// TestLatencyShedEveryKeySlow: when the upstream
 // slows down by a second for every key, shedding starts within 5 s.
 func TestLatencyShedEveryKeySlow(t *testing.T) {
 	up := newLatencyUpstream(t)

@@ -18,7 +18,7 @@ func readHead(t *testing.T, raw string) *fasthttp.RequestHeader {
 	return &h
 }
 
-// TestHeadChecks covers the head checks of issue 26, items 3 and 5, on
+// TestHeadChecks covers the head checks on
 // the parsed header: the version read (minorAsHTTP11, majorOne), the
 // leniencies checkFraming refuses, and which requests upgradeOf tunnels.
 func TestHeadChecks(t *testing.T) {

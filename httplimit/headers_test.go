@@ -247,7 +247,7 @@ func (s uncountedStore) Evaluate(ctx context.Context, reqs []ratelimit.Request, 
 
 // TestUncountedNoHeaders: a limit no store counted (Decision.Uncounted)
 // appears in no quota header; when only some limits were counted, the
-// headers describe those alone; when none was, none is sent. Issue 12.
+// headers describe those alone; when none was, none is sent.
 func TestUncountedNoHeaders(t *testing.T) {
 	limits := []Limit{{Policy: perUser, Key: mustKey(t, "const:u")}, {Policy: hourly, Key: mustKey(t, "const:u")}}
 	cases := []struct {

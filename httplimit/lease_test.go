@@ -141,7 +141,7 @@ func (s *countingStore) counts() (renewed, released int) {
 	return s.renewed, s.released
 }
 
-// TestLeaseRenewalOneCallPerStore (issue 27): the leases of a thousand
+// TestLeaseRenewalOneCallPerStore: the leases of a thousand
 // requests held on one store are renewed in one Renew call per tick, not
 // one call each.
 func TestLeaseRenewalOneCallPerStore(t *testing.T) {
@@ -172,7 +172,7 @@ func TestLeaseRenewalOneCallPerStore(t *testing.T) {
 	})
 }
 
-// TestLeaseReleaseAfterRenewal (issue 27): a renewal adds back a lease the
+// TestLeaseReleaseAfterRenewal: a renewal adds back a lease the
 // store lost, so a Release that comes while the lease's renewal is in
 // flight must reach the store after that renewal, or the renewal would
 // bring the released lease back for a whole TTL.

@@ -84,7 +84,7 @@ func TestSCGHeaders(t *testing.T) {
 }
 
 // TestBudgetKey: SCG's keys name the route since SCG 4.2.0 (compat scg,
-// with the limit's SCGRouteID), and not before (compat scg-4.1); issue 28.
+// with the limit's SCGRouteID), and not before (compat scg-4.1).
 func TestBudgetKey(t *testing.T) {
 	scg41 := ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "scg41", Algorithm: ratelimit.TokenBucket, Capacity: 5, Rate: 2, Compat: ratelimit.CompatSCG41})
 	routed := &Limit{ID: "0", SCGRouteID: "orders"}

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
-// TestBan is issue 28 item 1: requests_per_unit 0, envoyproxy/ratelimit's
+// TestBan: requests_per_unit 0, envoyproxy/ratelimit's
 // ban, puts every descriptor that reaches it over the limit until its
 // window ends, denies the whole call (the other limits consume nothing),
 // and never denies in shadow mode.

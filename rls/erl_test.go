@@ -159,7 +159,7 @@ func sluiceExpects(s *erlStep, erl erlAnswer) erlAnswer {
 // TestERLReplay replays testdata/erl/sequences.json against sluice loading
 // testdata/erl's envoyproxy/ratelimit files and compares each answer with
 // envoyproxy/ratelimit's, recorded in golden.json: the same codes, limits
-// and remaining budgets, except where sluice is all-or-nothing. Issue 28:
+// and remaining budgets, except where sluice is all-or-nothing.
 // requests_per_unit 0 (a ban), quota_mode and a '*' inside a value were
 // refused or read otherwise.
 func TestERLReplay(t *testing.T) {

@@ -23,7 +23,7 @@ func (panickingStore) Peek(context.Context, []ratelimit.Request, []ratelimit.Dec
 }
 func (panickingStore) Reset(context.Context, []ratelimit.Request) error { return nil }
 
-// TestPanicIsInternal (issue 26, item 8): a call whose decision panics is
+// TestPanicIsInternal: a call whose decision panics is
 // answered INTERNAL and counted in sluice_panics_total{door="rls"}; the
 // service keeps serving.
 func TestPanicIsInternal(t *testing.T) {

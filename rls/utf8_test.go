@@ -49,7 +49,7 @@ func rawRequest(domain string, kv ...string) []byte {
 	return protowire.AppendBytes(protowire.AppendTag(req, 2, protowire.BytesType), desc)
 }
 
-// TestInvalidUTF8IsLimited (issue 26, item 9): a descriptor value that is
+// TestInvalidUTF8IsLimited: a descriptor value that is
 // not UTF-8, as Envoy copies a client's header byte for byte, is decided
 // like any other: OK until the key's budget is spent, then OVER_LIMIT, not
 // INTERNAL (which Envoy's default failure_mode_deny: false admits). It keys

@@ -101,7 +101,7 @@ func TestPlaceholders(t *testing.T) {
 }
 
 // TestFileProfile: only <config name>-<profile> names are profile files;
-// the names people give a gateway's file are not (issue 28).
+// the names people give a gateway's file are not.
 func TestFileProfile(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
@@ -137,7 +137,7 @@ func TestFileProfile(t *testing.T) {
 }
 
 // TestParseSCGVersion: SCG 4.2.0 (from milestone 4.2.0-M2) is the first
-// whose rate limiter keys name the route (issue 28).
+// whose rate limiter keys name the route.
 func TestParseSCGVersion(t *testing.T) {
 	for v, legacy := range map[string]bool{
 		"": false, "2.2.10": true, "3.1.8": true, "4.0.0": true, "4.1": true, "4.1.9": true, "v4.1.5": true,

@@ -120,7 +120,7 @@ func TestImportSCGUsage(t *testing.T) {
 // TestImportSCGFileNames imports one SCG file under the names people give
 // it: every name that is not <config name>-<profile> is read in full; a
 // profile file of a profile that is not active is left out, and the
-// message names the flag that reads it (issue 28).
+// message names the flag that reads it.
 func TestImportSCGFileNames(t *testing.T) {
 	const scg = `spring:
   cloud:

@@ -45,7 +45,7 @@ func replaceFile(t *testing.T, path, data string) {
 	}
 }
 
-// TestServeWatchesEnvoyConfig is issue 28 item 2: with reload.watch on, an
+// TestServeWatchesEnvoyConfig: with reload.watch on, an
 // edit of an rls.envoy_config file (given as a file or found in a
 // directory) reloads the configuration, without SIGHUP.
 func TestServeWatchesEnvoyConfig(t *testing.T) {

@@ -88,7 +88,7 @@ func (s *suite) testLeaseTimeline(t *testing.T) {
 }
 
 // testLeaseRenew checks that Renew keeps a lease past its first expiry and
-// adds back one the store lost while its holder still held it (issue 27).
+// adds back one the store lost while its holder still held it.
 func (s *suite) testLeaseRenew(t *testing.T) {
 	e, ls := s.leaseEnv(t, oddStart)
 	p := concurrencyPolicy(t, 1, time.Second)

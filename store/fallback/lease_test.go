@@ -147,7 +147,7 @@ func TestLeaseOwingPrimaryDenies(t *testing.T) {
 	}
 }
 
-// TestLeasesGatedByLocal (issue 27): when the primary loses the leases of
+// TestLeasesGatedByLocal: when the primary loses the leases of
 // requests still in flight (it restarted empty, or they expired while it
 // was away), this instance still admits no more than the limit: the Local
 // store, which holds every lease the instance holds, is asked first. A

@@ -50,7 +50,7 @@ func TestRenewRuns(t *testing.T) {
 	}
 }
 
-// TestRenewChunkTime (issue 27): one renew.lua run of renewChunk leases
+// TestRenewChunkTime: one renew.lua run of renewChunk leases
 // stays under a millisecond inside Redis (INFO commandstats), whether the
 // leases share one key or each has its own, and whether they are renewed
 // or added back. The best of a few runs is taken: a loaded machine may

@@ -219,7 +219,7 @@ type scgLayout struct {
 	routeID string
 }
 
-// scgLayouts are SCG's key layouts before and since 4.2.0 (issue 28).
+// scgLayouts are SCG's key layouts before and since 4.2.0.
 var scgLayouts = []scgLayout{{ratelimit.CompatSCG41, ""}, {ratelimit.CompatSCG, "orders"}}
 
 // key returns the store's Request.Key of key resolver value id.
@@ -414,7 +414,7 @@ func testSCGSharedBudget(t *testing.T, lay scgLayout) {
 // 5 between them within a second (plus a token per second that ticked by),
 // and the store's state is in SCG's own two keys. Against SCG 4.2 and
 // later, the keys without the route id admitted 5 by SCG plus 5 by sluice
-// (issue 28).
+//.
 func TestSCGCompatLayoutsExact(t *testing.T) {
 	c := standaloneRedis(t)
 	ctx := context.Background()
