@@ -181,8 +181,7 @@ func keyMatches(pattern, key string) bool {
 // MONITOR records what sluice sends and what its scripts run: the
 // documented commands are exactly those, together with what the scripts
 // can run; the documented key patterns are exactly those the keys used
-// match; and ACL LOG holds no denial but the documented CONFIG GET
-//.
+// match; and ACL LOG holds no denial but the documented CONFIG GET.
 func TestRedisACLDocumented(t *testing.T) {
 	t.Parallel()
 	acl := documentedACL(t)

@@ -413,8 +413,7 @@ func testSCGSharedBudget(t *testing.T, lay scgLayout) {
 // and the store alternating on one user's budget of burst 5 admit exactly
 // 5 between them within a second (plus a token per second that ticked by),
 // and the store's state is in SCG's own two keys. Against SCG 4.2 and
-// later, the keys without the route id admitted 5 by SCG plus 5 by sluice
-//.
+// later, the keys without the route id admitted 5 by SCG plus 5 by sluice.
 func TestSCGCompatLayoutsExact(t *testing.T) {
 	c := standaloneRedis(t)
 	ctx := context.Background()
