@@ -149,6 +149,19 @@ func TestLeasesSlowRedis(t *testing.T) {
 	}
 }
 
+// stopRedisFor is a fault that stops Redis (SIGSTOP) for d, then resumes it.
+func stopRedisFor(d time.Duration) func(*testing.T, *redistest.Server, *faultload.Proxy) {
+	return func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
+		if err := srv.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		if err := srv.Cont(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLeasesRedisStopped: Redis stopped (SIGSTOP) for
 // longer than lease_ttl, so that every held lease has expired by Redis'
 // clock when it resumes: the instance still never admits over the limit,
@@ -156,15 +169,7 @@ func TestLeasesSlowRedis(t *testing.T) {
 func TestLeasesRedisStopped(t *testing.T) {
 	const limit = 50
 	up, g := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1,
-		fault: func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
-			if err := srv.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2500 * time.Millisecond)
-			if err := srv.Cont(); err != nil {
-				t.Fatal(err)
-			}
-		},
+		fault: stopRedisFor(2500 * time.Millisecond),
 		after: 4 * time.Second})
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, limit %d", got, limit)
@@ -180,15 +185,7 @@ func TestLeasesRedisStopped(t *testing.T) {
 func TestSheddingBudgetRedisStopped(t *testing.T) {
 	const limit = 50
 	up, g := leaseFaultRun(t, leaseFault{limit: limit, ttl: time.Second, instances: 1, shed: true,
-		fault: func(t *testing.T, srv *redistest.Server, _ *faultload.Proxy) {
-			if err := srv.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2500 * time.Millisecond)
-			if err := srv.Cont(); err != nil {
-				t.Fatal(err)
-			}
-		},
+		fault: stopRedisFor(2500 * time.Millisecond),
 		after: 4 * time.Second})
 	if got := up.most.Load(); got > limit {
 		t.Errorf("the upstream held %d requests at once, max_in_flight %d", got, limit)

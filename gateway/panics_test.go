@@ -37,6 +37,11 @@ func init() {
 			panic("test panic before the answer")
 		case "body":
 			panic("test panic while the answer streams")
+		case "tunnel to client":
+			// After the client's first bytes have crossed to the upstream,
+			// so that the other copier is blocked reading the client.
+			time.Sleep(300 * time.Millisecond)
+			panic("test panic in the tunnel's copier to the client")
 		default:
 			panic("test panic at " + point)
 		}

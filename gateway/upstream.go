@@ -194,8 +194,8 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 
 // tunnel writes the upstream's 101 (head, and the bytes read past it) to
 // the client, then pipes the two connections both ways until either side
-// closes. A panic in a copier closes both connections, so that the other
-// copier ends too. hdr is the client's request headers, for panicHook.
+// closes. A panic in a copier closes the upstream connection and ends the
+// client connection's reads, so that the other copier ends too. hdr is the client's request headers, for panicHook.
 func (h *proxyHandler) tunnel(client, conn net.Conn, head, buffered []byte, hdr *fasthttp.RequestHeader) {
 	if _, err := client.Write(head); err != nil {
 		return
@@ -214,7 +214,10 @@ func (h *proxyHandler) tunnel(client, conn net.Conn, head, buffered []byte, hdr 
 			closeWrite(dst)
 		})
 		if !ok {
-			client.Close()
+			// The engine closes the hijacked client connection once the
+			// hijack handler returns (its Close does nothing before): a
+			// deadline in the past ends the other copier's read of it now.
+			client.SetDeadline(time.Now()) //nolint:errcheck // the connection is closed after the handler either way
 			conn.Close()
 		}
 	}
