@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -398,15 +399,21 @@ type result struct {
 }
 
 // drive offers the load, runs the events and scrapes /metrics every 100 ms.
-// The background route's requests cycle over bgKeys keys.
+// The background route's requests cycle over bgKeys keys. The load lasts
+// Before+Fault+After, and longer when the events overrun their plan (a
+// restart or a cluster's recovery slowed by a busy machine): it goes on
+// until After has passed since the last event ended, up to Fault+After
+// more, so that the after phase is never cut short.
 func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o Options, bgKeys int) *result {
 	total := o.Before + o.Fault + o.After
 	n := int(int64(total) * int64(o.Rate) / int64(time.Second))
+	maxN := n + int(int64(o.Fault+o.After)*int64(o.Rate)/int64(time.Second))
 	interval := time.Second / time.Duration(o.Rate)
-	res := &result{recs: make([]record, n), events: events, total: total}
+	res := &result{recs: make([]record, maxN), events: events, total: total}
 	start := time.Now()
 	res.start = start
 	done := make(chan struct{})
+	var eventsEnd atomic.Int64 // offset of the last event's end, once every event ran
 	var bg sync.WaitGroup
 	bg.Go(func() {
 		slices.SortStableFunc(events, func(a, b *Event) int { return cmp.Compare(a.At, b.At) })
@@ -421,6 +428,7 @@ func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o 
 			ev.End = time.Since(start)
 			o.Logf("  t=%.2fs..%.2fs %s (err %v)", ev.Start.Seconds(), ev.End.Seconds(), ev.Name, ev.Err)
 		}
+		eventsEnd.Store(int64(max(time.Since(start), 1)))
 	})
 	bg.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
@@ -442,7 +450,15 @@ func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o 
 	})
 	sem := make(chan struct{}, 4096)
 	var reqs sync.WaitGroup
-	for i := range n {
+	sent := 0
+	for i := range maxN {
+		if i >= n {
+			end := time.Duration(eventsEnd.Load())
+			if end > 0 && time.Duration(i)*interval >= end+o.After {
+				break
+			}
+		}
+		sent = i + 1
 		due := start.Add(time.Duration(i) * interval)
 		if d := time.Until(due); d > 0 {
 			time.Sleep(d)
@@ -473,5 +489,10 @@ func drive(ctx context.Context, c *http.Client, gw *Gateway, events []*Event, o 
 	reqs.Wait()
 	close(done)
 	bg.Wait()
+	res.recs = res.recs[:sent]
+	res.total = max(total, time.Duration(sent)*interval)
+	if sent > n {
+		o.Logf("  the events ran past their plan: load extended to %.2fs", res.total.Seconds())
+	}
 	return res
 }
