@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/metrics"
 )
 
 // connLimit bounds the connections a listener holds open: at most max at
@@ -21,9 +22,10 @@ import (
 // (or 429 past the per-address bound) in problem+json with Retry-After: 1,
 // and closed; it never reaches the engine. It is safe for concurrent use.
 type connLimit struct {
-	slots chan struct{} // one per open connection
-	perIP int
-	log   *slog.Logger
+	slots   chan struct{} // one per open connection
+	perIP   int
+	log     *slog.Logger
+	metrics *metrics.Metrics // counts refusals
 
 	mu  sync.Mutex
 	ips map[netip.Prefix]int // open connections per client address, when perIP > 0
@@ -32,8 +34,8 @@ type connLimit struct {
 }
 
 // newConnLimit returns the bounds; maxConns below 1 means no bound.
-func newConnLimit(maxConns, perIP int, log *slog.Logger) *connLimit {
-	l := &connLimit{perIP: perIP, log: log}
+func newConnLimit(maxConns, perIP int, log *slog.Logger, m *metrics.Metrics) *connLimit {
+	l := &connLimit{perIP: perIP, log: log, metrics: m}
 	if maxConns > 0 {
 		l.slots = make(chan struct{}, maxConns)
 	}
@@ -117,6 +119,11 @@ const refuseWriteTimeout = time.Second
 // still sends for a moment (lingerConn), so that the client reads the
 // answer rather than a reset.
 func (l *connLimit) refuse(c net.Conn, status int, detail string) {
+	bound := metrics.BoundMaxConns
+	if status == http.StatusTooManyRequests {
+		bound = metrics.BoundMaxConnsPerIP
+	}
+	l.metrics.ConnRefused(bound)
 	now, last := time.Now().UnixNano(), l.lastWarn.Load()
 	if now-last > int64(time.Minute) && l.lastWarn.CompareAndSwap(last, now) {
 		l.log.Warn("refusing public connections over their bound", "status", status, "detail", detail)

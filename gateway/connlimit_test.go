@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -68,7 +69,8 @@ func TestMaxConnsRefusesTheExcess(t *testing.T) {
 	const bound = 8
 	cfg := testConfig(config.Route{ID: "hello", Match: config.Match{Path: "/hello"}, Respond: &config.Respond{Status: 200, Body: "hi\n"}})
 	cfg.Server.MaxConns = bound
-	srv, _, _ := startServer(t, newTestGateway(t, cfg))
+	g := newTestGateway(t, cfg)
+	srv, _, _ := startServer(t, g)
 	addr := srv.Addr().String()
 	held := make([]net.Conn, bound)
 	for i := range held {
@@ -82,6 +84,7 @@ func TestMaxConnsRefusesTheExcess(t *testing.T) {
 		c, res, body := openConn(t, addr, "")
 		checkRefused(t, c, res, body, http.StatusServiceUnavailable, "server.max_conns")
 	}
+	checkRefusedCount(t, g, 3, 0)
 	held[0].Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -102,7 +105,8 @@ func TestMaxConnsRefusesTheExcess(t *testing.T) {
 func TestMaxConnsPerIP(t *testing.T) {
 	cfg := testConfig(config.Route{ID: "hello", Match: config.Match{Path: "/hello"}, Respond: &config.Respond{Status: 200, Body: "hi\n"}})
 	cfg.Server.MaxConnsPerIP = 2
-	srv, _, _ := startServer(t, newTestGateway(t, cfg))
+	g := newTestGateway(t, cfg)
+	srv, _, _ := startServer(t, g)
 	addr := srv.Addr().String()
 	for i := range 2 {
 		if _, res, _ := openConn(t, addr, "127.0.0.1"); res.StatusCode != 200 {
@@ -114,4 +118,29 @@ func TestMaxConnsPerIP(t *testing.T) {
 	if _, res, _ := openConn(t, addr, "127.0.0.2"); res.StatusCode != 200 {
 		t.Errorf("a connection from 127.0.0.2 = %d, want 200", res.StatusCode)
 	}
+	checkRefusedCount(t, g, 0, 1)
+}
+
+// checkRefusedCount checks sluice_connections_refused_total by bound; both
+// series are there from the start.
+func checkRefusedCount(t *testing.T, g *Gateway, maxConns, perIP int) {
+	t.Helper()
+	m := scrapeMetrics(t, g)
+	for bound, want := range map[string]int{"max_conns": maxConns, "max_conns_per_ip": perIP} {
+		line := fmt.Sprintf("sluice_connections_refused_total{bound=%q} %d\n", bound, want)
+		if !strings.Contains(m, line) {
+			t.Errorf("want %q in the metrics:\n%s", strings.TrimSpace(line), grepMetric(m, "sluice_connections_refused_total"))
+		}
+	}
+}
+
+// grepMetric returns the lines of m that hold name.
+func grepMetric(m, name string) string {
+	var out []string
+	for l := range strings.Lines(m) {
+		if strings.Contains(l, name) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -39,7 +39,7 @@ func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.Requ
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConns
 	}
-	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: newConnLimit(maxConns, sc.MaxConnsPerIP, log)}
+	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: newConnLimit(maxConns, sc.MaxConnsPerIP, log, g.metrics)}
 	readTimeout := sc.ReadTimeout
 	headerTimeout := sc.ReadHeaderTimeout
 	if headerTimeout <= 0 || readTimeout > 0 && readTimeout < headerTimeout {

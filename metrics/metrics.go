@@ -57,6 +57,7 @@ type Metrics struct {
 	leaseReadds    prometheus.Counter
 	renewFailures  prometheus.Counter
 	panics         *prometheus.CounterVec
+	connsRefused   *prometheus.CounterVec
 	routes         sync.Map // route id -> *routeSeries
 }
 
@@ -145,11 +146,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_panics_total",
 		Help: "Panics recovered while serving a request, by door (gateway: the public listener's proxy and fixed answers; forward_auth: forward-auth routes; rls: the rate limit service).",
 	}, []string{"door"}))
+	m.connsRefused = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_connections_refused_total",
+		Help: "Connections to the public listener answered and closed at once because a connection bound was reached (bound: max_conns, 503; max_conns_per_ip, 429).",
+	}, []string{"bound"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	for _, door := range []string{DoorGateway, DoorForwardAuth, DoorRLS} {
 		m.panics.WithLabelValues(door) // present at 0 from the start, so that increase() sees the first
+	}
+	for _, bound := range []string{BoundMaxConns, BoundMaxConnsPerIP} {
+		m.connsRefused.WithLabelValues(bound)
 	}
 	return m, nil
 }
@@ -348,6 +356,21 @@ func (m *Metrics) Shed(route, priority, reason string) {
 		return
 	}
 	m.shed.WithLabelValues(route, priority, reason).Inc()
+}
+
+// The connection bounds, the bound label of sluice_connections_refused_total.
+const (
+	BoundMaxConns      = "max_conns"        // server.max_conns
+	BoundMaxConnsPerIP = "max_conns_per_ip" // server.max_conns_per_ip
+)
+
+// ConnRefused counts one connection refused at bound (BoundMaxConns or
+// BoundMaxConnsPerIP).
+func (m *Metrics) ConnRefused(bound string) {
+	if m == nil {
+		return
+	}
+	m.connsRefused.WithLabelValues(bound).Inc()
 }
 
 // Panic counts one panic recovered while serving a request that came in by
