@@ -62,6 +62,8 @@ func TestPrometheusRulesCovered(t *testing.T) {
 		"upstream failures":  "sluice_upstream_duration_seconds_bucket",
 		"store latency":      "sluice_store_duration_seconds_bucket",
 		"rate-limited share": `code="429"`,
+		"panics":             "sluice_panics_total",
+		"refused conns":      "sluice_connections_refused_total",
 	}
 	all := strings.Join(slices.Collect(maps.Values(exprs)), "\n")
 	for what, s := range want {
