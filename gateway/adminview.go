@@ -8,9 +8,11 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
+	"github.com/sluice-gw/sluice/rls"
 )
 
 // adminHandler builds the admin listener's handler (package admin) over
@@ -23,22 +25,22 @@ func (g *Gateway) adminHandler() http.Handler {
 		Metrics:     metrics.Handler(g.registry),
 		Policy:      g.policy,
 		PolicyNames: g.policyNames(),
-		Config:      g.configSummary(),
+		Config:      configSummary(g.cfg, g.rls),
 		Logger:      g.log,
 		Clock:       g.clock,
 		Reload:      g.reload,
 	}
 	if !g.cfg.Server.AccessLog.RawKeys {
-		o.ShowKey = hashKey
+		o.ShowKey = core.HashKey
 	}
-	for _, rt := range g.routes {
-		ar := admin.Route{ID: rt.id, Limits: rt.limits}
-		if rt.mw != nil {
-			ar.PolicyFor = rt.mw.PolicyFor
+	for _, rt := range g.table.Routes() {
+		ar := admin.Route{ID: rt.ID(), Limits: rt.Limits()}
+		if mw := rt.Middleware(); mw != nil {
+			ar.PolicyFor = mw.PolicyFor
 		}
 		o.Routes = append(o.Routes, ar)
 	}
-	for _, d := range g.rlsDomains() {
+	for _, d := range rlsDomains(g.rls) {
 		o.Routes = append(o.Routes, admin.Route{ID: d.Route, Limits: d.Limits, PolicyFor: d.PolicyFor})
 	}
 	return admin.New(adminView{g}, o)
@@ -49,7 +51,7 @@ type adminView struct{ g *Gateway }
 
 var _ admin.Gateway = adminView{}
 
-func (a adminView) Ready(ctx context.Context) error { return a.g.ready(ctx) }
+func (a adminView) Ready(ctx context.Context) error { return ready(a.g.store, ctx) }
 
 func (a adminView) Store() ratelimit.Store     { return a.g.store }
 func (a adminView) Overrides() admin.Overrides { return a.g.store.overrides }
@@ -73,25 +75,25 @@ func (a adminView) StoreStatus(ctx context.Context) admin.StoreView {
 }
 
 // configSummary is the configuration as the dashboard shows it.
-func (g *Gateway) configSummary() admin.ConfigSummary {
+func configSummary(cfg *config.Config, rs *rls.Service) admin.ConfigSummary {
 	// Summary starts with "FILE: ok: "; the gateway does not know the file.
-	_, summary, _ := strings.Cut(g.cfg.Summary(""), "ok: ")
-	cs := admin.ConfigSummary{Summary: summary, Effective: g.cfg.Effective()}
-	for _, rc := range g.cfg.Routes {
+	_, summary, _ := strings.Cut(cfg.Summary(""), "ok: ")
+	cs := admin.ConfigSummary{Summary: summary, Effective: cfg.Effective()}
+	for _, rc := range cfg.Routes {
 		r := admin.RouteConfig{ID: rc.ID, Path: rc.Match.Path, Target: config.RedactAddress(rc.Upstream)}
 		if rc.Respond != nil {
 			r.Target = "respond " + http.StatusText(rc.Respond.Status)
 		}
 		for _, l := range rc.Limits {
 			lc := admin.LimitConfig{Policy: l.Policy, Key: keyText(l.Key), Shadow: l.Shadow}
-			if p := g.cfg.Policy(l.Policy); p != nil {
+			if p := cfg.Policy(l.Policy); p != nil {
 				lc.Algorithm = string(p.Algorithm())
 			}
 			r.Limits = append(r.Limits, lc)
 		}
 		cs.Routes = append(cs.Routes, r)
 	}
-	for _, d := range g.rlsDomains() {
+	for _, d := range rlsDomains(rs) {
 		r := admin.RouteConfig{ID: d.Route, Path: "envoy rate limit service", Target: "domain " + d.Name}
 		for _, l := range d.Limits {
 			r.Limits = append(r.Limits, admin.LimitConfig{Policy: l.Policy.Name(), Key: keyText(l.Key), Shadow: l.Shadow, Algorithm: string(l.Policy.Algorithm())})

@@ -10,6 +10,8 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"sync"
+
+	"github.com/sluice-gw/sluice/gateway/fastengine"
 )
 
 // testEngines are the loopback public listeners of the gateways tests
@@ -145,7 +147,8 @@ func (g *Gateway) testListener() *peerListener {
 		tcp.Close()
 		return prev.(*peerListener)
 	}
-	srv := newPublicServer(g.servePublic, g.expectContinue, g, g.log)
+	srv := fastengine.NewServer(g.cfg.Server, func() (*fastengine.Handler, func()) { return g.engine, func() {} },
+		fastengine.ServerOptions{Log: g.log, Metrics: g.metrics, Panics: g.panics})
 	go srv.Serve(ln) //nolint:errcheck // ends when the listener closes
 	return ln
 }

@@ -20,11 +20,22 @@ import (
 // calls for a domain it does not define are counted.
 func (g *Gateway) buildRLS(c *config.RLS, clock ratelimit.Clock) (*rls.Service, error) {
 	return rls.New(c, rls.Options{
-		Store:    g.routeStore,
+		Store: func(route string) ratelimit.Store {
+			return g.store.routeStore(route, g.cfg.Store.Type, g.metrics)
+		},
 		Policy:   g.cfg.Policy,
 		Clock:    clock,
 		Override: g.override,
-		Observe:  g.observeRLS,
+		// A rate limit service decision counts as a route's:
+		// sluice_decisions_total per limit, and the dashboard's
+		// statistics.
+		Observe: func(_ context.Context, ev *httplimit.Event) {
+			for i := range ev.Verdicts {
+				v := &ev.Verdicts[i]
+				g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
+			}
+			g.stats.Record(g.clock, ev)
+		},
 		Logger:   g.log,
 		UnknownDomain: func(context.Context, string) {
 			g.metrics.RLSUnknownDomain()
@@ -32,23 +43,12 @@ func (g *Gateway) buildRLS(c *config.RLS, clock ratelimit.Clock) (*rls.Service, 
 	})
 }
 
-// observeRLS counts a rate limit service decision as observe counts a
-// route's: sluice_decisions_total per limit, and the dashboard's
-// statistics.
-func (g *Gateway) observeRLS(_ context.Context, ev *httplimit.Event) {
-	for i := range ev.Verdicts {
-		v := &ev.Verdicts[i]
-		g.metrics.Decision(ev.Route, v.Policy.Name(), v.Result)
-	}
-	g.stats.Record(g.clock, ev)
-}
-
 // rlsDomains returns the rate limit service's domains, none without it.
-func (g *Gateway) rlsDomains() []rls.Domain {
-	if g.rls == nil {
+func rlsDomains(s *rls.Service) []rls.Domain {
+	if s == nil {
 		return nil
 	}
-	return g.rls.Domains()
+	return s.Domains()
 }
 
 // policy returns the policy called name: the configuration's, or one the
@@ -88,7 +88,7 @@ func (s *Server) startRLS(c *config.RLS) error {
 			g := s.acquire()
 			return g.rls, func() { g.inflight.Add(-1) }
 		},
-		Recovered: func(v any) { s.cur.Load().panics.record(metrics.DoorRLS, v) },
+		Recovered: func(v any) { s.cur.Load().panics.Record(metrics.DoorRLS, v) },
 	})
 	if err != nil {
 		return err

@@ -11,9 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/fastengine"
 	"github.com/sluice-gw/sluice/rls"
 )
 
@@ -27,8 +26,8 @@ func rlsListen(c *config.Config) string {
 
 // Server runs the public and admin listeners in front of the current
 // Gateway and swaps gateways on reload without dropping a request. It is
-// safe for concurrent use. The public listener runs on fasthttp (the data
-// path: Gateway.servePublic), the admin listener on net/http.
+// safe for concurrent use. The public listener runs on the fasthttp engine
+// (fastengine: the data path), the admin listener on net/http.
 //
 // The listeners, the server timeouts and the connection bounds come from
 // the first gateway's configuration; a reload that changes server.listen,
@@ -37,7 +36,7 @@ func rlsListen(c *config.Config) string {
 type Server struct {
 	log     *slog.Logger
 	cur     atomic.Pointer[Gateway]
-	public  *publicServer
+	public  *fastengine.Server
 	admin   *http.Server
 	pubLn   net.Listener
 	adminLn net.Listener
@@ -58,7 +57,7 @@ func NewServer(g *Gateway, log *slog.Logger) *Server {
 	s := &Server{log: log, errc: make(chan error, 3), stop: make(chan struct{})}
 	s.cur.Store(g)
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	s.public = newPublicServer(s.servePublic, s.expectContinue, g, log)
+	s.public = fastengine.NewServer(g.cfg.Server, s.front, fastengine.ServerOptions{Log: log, Metrics: g.metrics, Panics: g.panics})
 	s.admin = &http.Server{
 		Handler:           http.HandlerFunc(s.serveAdmin),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -134,24 +133,11 @@ func (s *Server) acquire() *Gateway {
 	}
 }
 
-func (s *Server) servePublic(ctx *fasthttp.RequestCtx) {
+// front is the public engine's Front: the current gateway's handler, with
+// the request counted in that gateway's in-flight requests until it ends.
+func (s *Server) front() (*fastengine.Handler, func()) {
 	g := s.acquire()
-	defer g.inflight.Add(-1)
-	g.servePublic(ctx)
-}
-
-// expectContinue decides a request that carries Expect: 100-continue on the
-// current gateway. An admitted request stays counted in that gateway's
-// in-flight requests until it ends (pending).
-func (s *Server) expectContinue(ctx *fasthttp.RequestCtx) int {
-	g := s.acquire()
-	status, p := g.expect(ctx)
-	if p == nil {
-		g.inflight.Add(-1)
-	} else {
-		p.counted = true
-	}
-	return status
+	return g.engine, func() { g.inflight.Add(-1) }
 }
 
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
@@ -221,7 +207,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.public.ShutdownWithContext(ctx)
 	if err != nil {
 		s.log.Warn("shutdown timeout passed; cutting off requests still running", "requests", s.cur.Load().inflight.Load())
-		s.public.cutOff()
+		s.public.CutOff()
 	}
 	if rerr := <-rlsDone; rerr != nil && err == nil {
 		s.log.Warn("shutdown timeout passed; cut off rate limit service calls still running")

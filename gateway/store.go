@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
@@ -86,14 +87,14 @@ func (s *sharedStore) release() error {
 // store.local_deny a request for a key known denied is answered before
 // either, counted in sluice_local_deny_decisions_total and logged as
 // store=local_deny.
-func (g *Gateway) routeStore(route string) ratelimit.Store {
-	var st ratelimit.Store = meteredStore{Store: g.store.fb.Observed(g.fellBack(route)), metrics: g.metrics}
-	if g.store.deny == nil {
+func (s *sharedStore) routeStore(route, storeType string, m *metrics.Metrics) ratelimit.Store {
+	var st ratelimit.Store = meteredStore{Store: s.fb.Observed(fellBack(m, storeType, route)), metrics: m}
+	if s.deny == nil {
 		return st
 	}
-	return g.store.deny.Over(st, func(ctx context.Context) {
-		g.metrics.LocalDenyDecision(route)
-		noteFallback(ctx, localDenySource)
+	return s.deny.Over(st, func(ctx context.Context) {
+		m.LocalDenyDecision(route)
+		core.NoteSource(ctx, localDenySource)
 	})
 }
 
@@ -102,8 +103,8 @@ func (g *Gateway) routeStore(route string) ratelimit.Store {
 // so that each renewal renews them all in one call (httplimit.Options.Leases).
 // Releases and renewals need neither a route's fallback counting nor
 // store.local_deny, which pass them through.
-func (g *Gateway) leaseStore() meteredStore {
-	return meteredStore{Store: g.store.fb, metrics: g.metrics}
+func (s *sharedStore) leaseStore(m *metrics.Metrics) meteredStore {
+	return meteredStore{Store: s.fb, metrics: m}
 }
 
 // localDenySource is the access log's store field for a request answered

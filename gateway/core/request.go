@@ -1,98 +1,137 @@
-package gateway
+package core
 
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/internal/tracing"
 )
 
-// publicRequest is a request of the public listener seen as an
-// httplimit.Request, the one view that route matching, keys and limits
-// read. It is the fasthttp engine's adapter: nothing past it depends on
-// the engine. Its strings are copies, so they may outlive the request.
-type publicRequest struct {
-	ctx    *fasthttp.RequestCtx
+// Wire is what an engine gives the core of one request beyond its method,
+// host and target: its header fields as received, and its TCP peer. The
+// byte slices it returns are read during the call that asked for them and
+// never kept.
+type Wire interface {
+	// Peek returns the first value of header name (compared without
+	// case), nil when the request has none.
+	Peek(name string) []byte
+	// PeekAll returns every value of header name, in order.
+	PeekAll(name string) [][]byte
+	// RemoteAddr returns the TCP peer as net/http's Request.RemoteAddr
+	// gives it ("" when there is none).
+	RemoteAddr() string
+}
+
+// Request is one request of the public listener as the core sees it, the
+// one view that route matching, keys and limits read (an
+// httplimit.Request). An engine fills one in with Reset and hands it to
+// Table.Decide; nothing past it depends on the engine. Its strings are
+// copies, so they may outlive the request. A Request whose Wire implements
+// httplimit.ClientWatcher ends a shape-mode hold when the client leaves.
+type Request struct {
+	wire   Wire
 	method string
 	host   string
 	// target is the request-target as received; escaped the path part of
 	// it, path that decoded, query the part after '?'.
 	target, escaped, path, query string
-	// peer is the TCP peer's address; remote, its RemoteAddr form, is
-	// made from peerNet when first asked for.
-	peer    netip.AddrPort
-	peerNet net.Addr
-	remote  string
+	// peer is the TCP peer's address, when it is one; remote, its
+	// RemoteAddr form, is asked of the wire when first needed.
+	peer   netip.AddrPort
+	remote string
 	// entry is the access log record, nil when the request is not sampled.
 	entry *accessEntry
 	// span is the request's trace span, off when tracing is.
 	span tracing.Span
 	xff  []string
-	buf  []byte // scratch for the proxy's X-Forwarded-For
-	// readDeadline bounds the connection's reads past the request's
-	// headers (read_timeout from the request's start), zero for none.
-	readDeadline time.Time
-	// status, when not 0, is the status recorded instead of the response's
-	// (499: the client went away).
+	buf  []byte
+	// status, when not 0, is the status recorded instead of the engine's
+	// answer (499: the client went away).
 	status int
-	// lease holds the request's leases (concurrency limits, shedding)
-	// until its response ends (see route.decide).
-	lease held
 	// client names the request's client for the upstream latency signal
-	// (route.clientOf before the limits, clientOfKeys after); 0: not
+	// (Route.clientOf before the limits, clientOfKeys after); 0: not
 	// named yet.
 	client uint64
-	// pending, while an Expect: 100-continue request is decided, receives
-	// the request the limits admit (route.admit); nil otherwise.
-	pending *pending
 }
 
-// takeLease hands the request's leases to the caller, who then releases
-// them when the response ends: a streamed body or a hijacked connection
-// outlives the handler.
-func (r *publicRequest) takeLease() held {
-	l := r.lease
-	r.lease = held{}
-	return l
+// Reset makes r the view of a new request: its wire, method, Host header,
+// raw request-target and TCP peer (the zero AddrPort when the peer is not
+// TCP). The target is parsed by Table.Decide. Scratch memory is kept.
+func (r *Request) Reset(w Wire, method string, host, target []byte, peer netip.AddrPort) {
+	*r = Request{wire: w, method: method, peer: peer, xff: r.xff[:0], buf: r.buf[:0]}
+	r.buf = append(append(r.buf, host...), target...)
+	all := string(r.buf)
+	r.host = all[:len(host)]
+	r.target = all[len(host):]
 }
+
+// Clear drops what r references, keeping its scratch memory for reuse.
+func (r *Request) Clear() {
+	*r = Request{xff: r.xff[:0], buf: r.buf[:0]}
+}
+
+// Wire returns the engine's side of r.
+func (r *Request) Wire() Wire { return r.wire }
+
+// Span returns r's trace span (off when tracing is).
+func (r *Request) Span() *tracing.Span { return &r.span }
+
+// Client returns the id naming r's client in the upstream latency signal,
+// 0 when no limit has named it.
+func (r *Request) Client() uint64 { return r.client }
+
+// SetStatus records status as r's answer instead of the one the engine
+// sent (499: the client went away).
+func (r *Request) SetStatus(status int) { r.status = status }
+
+// Status returns the status SetStatus recorded, or 0.
+func (r *Request) Status() int { return r.status }
+
+// Peer returns the TCP peer's address, the zero AddrPort when the peer is
+// not TCP.
+func (r *Request) Peer() netip.AddrPort { return r.peer }
+
+// Target returns the request-target as received.
+func (r *Request) Target() string { return r.target }
+
+// EscapedPath returns the path as received, escapes kept.
+func (r *Request) EscapedPath() string { return r.escaped }
 
 var (
-	_ httplimit.Request       = (*publicRequest)(nil)
-	_ httplimit.PeerAddresser = (*publicRequest)(nil)
+	_ httplimit.Request       = (*Request)(nil)
+	_ httplimit.PeerAddresser = (*Request)(nil)
+	_ httplimit.ClientWatcher = (*Request)(nil)
 )
 
-func (r *publicRequest) Context() context.Context { return requestContext{r} }
-func (r *publicRequest) Method() string           { return r.method }
-func (r *publicRequest) Host() string             { return r.host }
-func (r *publicRequest) Path() string             { return r.path }
-func (r *publicRequest) RawQuery() string         { return r.query }
+func (r *Request) Context() context.Context { return requestContext{r} }
+func (r *Request) Method() string           { return r.method }
+func (r *Request) Host() string             { return r.host }
+func (r *Request) Path() string             { return r.path }
+func (r *Request) RawQuery() string         { return r.query }
 
 // RemoteAddr returns the TCP peer as net/http's Request.RemoteAddr gives it.
-func (r *publicRequest) RemoteAddr() string {
-	if r.remote == "" && r.peerNet != nil {
-		r.remote = string(appendAddr(nil, r.peerNet))
+func (r *Request) RemoteAddr() string {
+	if r.remote == "" && r.wire != nil {
+		r.remote = r.wire.RemoteAddr()
 	}
 	return r.remote
 }
 
 // PeerAddr returns the TCP peer's address as httplimit parses RemoteAddr:
 // without zone, IPv4-mapped unmapped.
-func (r *publicRequest) PeerAddr() (netip.Addr, bool) {
+func (r *Request) PeerAddr() (netip.Addr, bool) {
 	if r.peer.IsValid() {
 		return r.peer.Addr().Unmap().WithZone(""), true
 	}
-	if r.peerNet == nil {
+	s := r.RemoteAddr()
+	if s == "" {
 		return netip.Addr{}, false
 	}
-	s := r.RemoteAddr()
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap.Addr().Unmap().WithZone(""), true
 	}
@@ -100,20 +139,20 @@ func (r *publicRequest) PeerAddr() (netip.Addr, bool) {
 	return a.Unmap().WithZone(""), err == nil
 }
 
-// setPeer records peer, the request's TCP peer.
-func (r *publicRequest) setPeer(peer net.Addr) {
-	r.peerNet, r.remote, r.peer = peer, "", netip.AddrPort{}
-	if a, ok := peer.(*net.TCPAddr); ok {
-		r.peer = a.AddrPort()
+// WatchClient is the wire's httplimit.ClientWatcher, when it has one.
+func (r *Request) WatchClient() (<-chan struct{}, func()) {
+	if w, ok := r.wire.(httplimit.ClientWatcher); ok {
+		return w.WatchClient()
 	}
+	return nil, func() {}
 }
 
 // Header returns the first value of a header; Host is not one (see Host).
-func (r *publicRequest) Header(name string) string {
+func (r *Request) Header(name string) string {
 	if name == "Host" {
 		return ""
 	}
-	v := r.ctx.Request.Header.Peek(name)
+	v := r.wire.Peek(name)
 	if len(v) == 0 {
 		return ""
 	}
@@ -121,12 +160,12 @@ func (r *publicRequest) Header(name string) string {
 }
 
 // HeaderValues returns every value of a header.
-func (r *publicRequest) HeaderValues(name string) []string {
+func (r *Request) HeaderValues(name string) []string {
 	if name == "Host" {
 		return nil
 	}
 	r.xff = r.xff[:0]
-	for _, v := range r.ctx.Request.Header.PeekAll(name) {
+	for _, v := range r.wire.PeekAll(name) {
 		r.xff = append(r.xff, string(v))
 	}
 	if len(r.xff) == 0 {
@@ -161,16 +200,10 @@ func targetDetail(err error) string {
 	return "The request target cannot be parsed."
 }
 
-// parseTarget fills in r's host from the Host header and r's target,
-// escaped path, decoded path and query from the raw request-target (see
-// splitTarget); an absolute-form target's host becomes r's host. r's peer
-// is set from peer; host and target share one allocation.
-func (r *publicRequest) parseTarget(host, raw []byte, peer net.Addr) error {
-	r.buf = append(append(r.buf[:0], host...), raw...)
-	all := string(r.buf)
-	r.host = all[:len(host)]
-	r.target = all[len(host):]
-	r.setPeer(peer)
+// parseTarget fills in r's escaped path, decoded path and query from the
+// raw request-target (see splitTarget); an absolute-form target's host
+// becomes r's host.
+func (r *Request) parseTarget() error {
 	var targetHost string
 	var err error
 	r.escaped, r.path, r.query, targetHost, err = splitTarget(r.target)
@@ -228,22 +261,11 @@ func plainTarget(raw string) bool {
 	return true
 }
 
-// appendAddr appends a as net/http's Request.RemoteAddr gives it.
-func appendAddr(b []byte, a net.Addr) []byte {
-	switch a := a.(type) {
-	case nil:
-		return b
-	case *net.TCPAddr:
-		return a.AddrPort().AppendTo(b)
-	}
-	return append(b, a.String()...)
-}
-
 // requestContext is a public request's context: the access log entry
 // (accessKey{}) and the trace span (spanKey{}) travel in it, and it is never cancelled: the engine does
 // not tell when a client leaves, and the end of the server's drain must not
 // fail the store calls of requests still being served.
-type requestContext struct{ r *publicRequest }
+type requestContext struct{ r *Request }
 
 func (requestContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (requestContext) Done() <-chan struct{}       { return nil }
@@ -257,4 +279,26 @@ func (c requestContext) Value(key any) any {
 		return &c.r.span
 	}
 	return nil
+}
+
+// MethodString returns a request method as a string, without an
+// allocation for the common ones.
+func MethodString(m []byte) string {
+	switch string(m) { // no allocation: the compiler compares the bytes
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "HEAD":
+		return "HEAD"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "PATCH":
+		return "PATCH"
+	case "OPTIONS":
+		return "OPTIONS"
+	}
+	return string(m)
 }

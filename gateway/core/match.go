@@ -1,7 +1,7 @@
-package gateway
+package core
 
 import (
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -44,12 +44,12 @@ func newMatcher(mc config.Match) *matcher {
 		// the upstream's GET handler (RFC 9110 §9.3.2), so a HEAD that
 		// missed a GET-only route would reach a later route's upstream
 		// past this route's limits.
-		if m.methods[http.MethodGet] {
-			m.methods[http.MethodHead] = true
+		if m.methods["GET"] {
+			m.methods["HEAD"] = true
 		}
 	}
 	for k, v := range mc.Headers {
-		k = http.CanonicalHeaderKey(k)
+		k = textproto.CanonicalMIMEHeaderKey(k)
 		if k == "Host" {
 			m.hosts = append(m.hosts, httplimit.NormalizeHost(v))
 			continue
@@ -241,9 +241,9 @@ func matchSegments(pat, path []string) bool {
 	return len(pat) == len(path)
 }
 
-// stripSegments removes the first n segments of an escaped path; removing
+// StripSegments removes the first n segments of an escaped path; removing
 // every segment leaves "/". A trailing slash after the kept segments stays.
-func stripSegments(escaped string, n int) string {
+func StripSegments(escaped string, n int) string {
 	if n <= 0 {
 		return escaped
 	}

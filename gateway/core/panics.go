@@ -1,28 +1,25 @@
-package gateway
+package core
 
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/sluice-gw/sluice/metrics"
 )
 
-// panics records the panics recovered while serving requests
+// Panics records the panics recovered while serving requests
 // (docs/operations.md, "Panics"): each is counted in
 // sluice_panics_total{door}; the first at each site (the function and line
 // that panicked) is logged at error with its stack, later ones at the same
 // site at debug without it. The sites seen are the process's: a gateway
 // built on reload shares its predecessor's (Deps.Previous). It is safe for
 // concurrent use.
-type panics struct {
+type Panics struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	sites   *panicSites
@@ -34,10 +31,10 @@ type panicSites struct {
 	seen map[string]bool
 }
 
-// newPanics returns the recorder of a gateway; prev is the one of the
+// NewPanics returns the recorder of a gateway; prev is the one of the
 // gateway it replaces, nil for the first.
-func newPanics(m *metrics.Metrics, log *slog.Logger, prev *panics) *panics {
-	p := &panics{metrics: m, log: log}
+func NewPanics(m *metrics.Metrics, log *slog.Logger, prev *Panics) *Panics {
+	p := &Panics{metrics: m, log: log}
 	if prev != nil {
 		p.sites = prev.sites
 	} else {
@@ -46,11 +43,11 @@ func newPanics(m *metrics.Metrics, log *slog.Logger, prev *panics) *panics {
 	return p
 }
 
-// record counts and logs v, the value of a panic recovered on a request
+// Record counts and logs v, the value of a panic recovered on a request
 // that came in by door (metrics.DoorGateway, …). It is called from the
 // function deferred to recover, while the panicking stack is still there to
-// name the site and print. A nil *panics records nothing.
-func (p *panics) record(door string, v any) {
+// name the site and print. A nil *Panics records nothing.
+func (p *Panics) Record(door string, v any) {
 	if p == nil {
 		return
 	}
@@ -68,14 +65,14 @@ func (p *panics) record(door string, v any) {
 		"door", door, "site", site, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 }
 
-// guard runs f, the work of a goroutine a request starts (a tunnel's
+// Guard runs f, the work of a goroutine a request starts (a tunnel's
 // copier, the writer of a hijacked connection, a timer), and reports
 // whether it returned: a panic in f is recovered and recorded as door's,
 // and guard returns false, for the caller to close what f was serving.
-func (p *panics) guard(door string, f func()) (ok bool) {
+func (p *Panics) Guard(door string, f func()) (ok bool) {
 	defer func() {
 		if !ok {
-			p.record(door, recover())
+			p.Record(door, recover())
 		}
 	}()
 	f()
@@ -101,38 +98,4 @@ func panicSite() string {
 			return "unknown"
 		}
 	}
-}
-
-// answerPanic answers a request whose handler panicked before its answer
-// went out: whatever the handler had set (a body stream, a hijack) is
-// dropped, and the client gets a 500 and the connection's end, as the
-// request's body may be half read.
-func answerPanic(ctx *fasthttp.RequestCtx) {
-	ctx.HijackSetNoResponse(false)
-	ctx.Hijack(nil)
-	ctx.Response.Reset() // closes a body stream already set, releasing its leases
-	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.SetConnectionClose()
-	writeProblem(ctx, http.StatusInternalServerError, "The gateway failed while answering this request.")
-}
-
-// panicHook is nil but in this package's tests (panics_test.go), which set
-// it to panic at the named point of a request whose headers ask for it.
-var panicHook func(point string, h headerPeeker)
-
-// headerPeeker is a request's or a response's headers, as panicHook reads
-// them.
-type headerPeeker interface {
-	Peek(key string) []byte
-}
-
-// hookHeader returns a copy of h for panicHook to peek at from a goroutine
-// of its own (a Peek writes to the header), nil without a hook.
-func hookHeader(h *fasthttp.RequestHeader) *fasthttp.RequestHeader {
-	if panicHook == nil {
-		return nil
-	}
-	c := new(fasthttp.RequestHeader)
-	h.CopyTo(c)
-	return c
 }

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -34,6 +34,42 @@ func accessEntryOf(ctx context.Context) *accessEntry {
 	return e
 }
 
+// Begin starts the bookkeeping of r once the engine has Reset it: its
+// access log entry when it is sampled (server.access_log.sample).
+func (t *Table) Begin(r *Request) {
+	if sampled(&t.cfg.Server.AccessLog) {
+		r.entry = newAccessEntry()
+	}
+}
+
+// Tracing reports whether requests are traced (StartSpan).
+func (t *Table) Tracing() bool { return t.tracer != nil }
+
+// StartSpan starts r's trace span at now, continuing the trace of its
+// traceparent; path is the request's path as the engine reads it.
+func (t *Table) StartSpan(r *Request, path string, now time.Time) {
+	r.span = t.tracer.Start(r.method, path, func(name string) string {
+		return string(r.wire.Peek(name))
+	}, now)
+	r.span.Store(t.cfg.Store.Type, "")
+}
+
+// Finish records r, answered with status (the one SetStatus recorded
+// takes its place) by route (its id, "" for none): the request count, the
+// span's end and the access log record.
+func (t *Table) Finish(r *Request, route string, status int) {
+	if r.status != 0 {
+		status = r.status
+	}
+	t.metrics.Request(route, status)
+	if r.span.On() {
+		r.span.End(status)
+	}
+	if r.entry != nil {
+		t.logAccess(r.Context(), r.method, r.entry, route, status)
+	}
+}
+
 // sampled reports whether this request is logged (server.access_log.sample).
 func sampled(a *config.AccessLog) bool {
 	return a.Sample >= 1 || a.Sample > 0 && rand.Float64() < a.Sample
@@ -46,7 +82,7 @@ func newAccessEntry() *accessEntry {
 }
 
 // observeAccess records the middleware's event in the request's entry.
-func (g *Gateway) observeAccess(ctx context.Context, ev *httplimit.Event) {
+func (t *Table) observeAccess(ctx context.Context, ev *httplimit.Event) {
 	e := accessEntryOf(ctx)
 	if e == nil {
 		return
@@ -61,10 +97,10 @@ func (g *Gateway) observeAccess(ctx context.Context, ev *httplimit.Event) {
 		switch {
 		case v.Anonymous:
 			e.keys = append(e.keys, "anonymous")
-		case g.cfg.Server.AccessLog.RawKeys:
+		case t.cfg.Server.AccessLog.RawKeys:
 			e.keys = append(e.keys, clipLogField(strings.Join(v.Key, ",")))
 		default:
-			e.keys = append(e.keys, hashKey(v.Key))
+			e.keys = append(e.keys, HashKey(v.Key))
 		}
 	}
 }
@@ -76,10 +112,10 @@ func noteFallback(ctx context.Context, mode string) {
 	}
 }
 
-// hashKey returns the log form of a key unless server.access_log.raw_keys:
+// HashKey returns the log form of a key unless server.access_log.raw_keys:
 // 16 hex digits of the SHA-256 of its length-prefixed parts, which tell keys
 // apart without holding them.
-func hashKey(parts []string) string {
+func HashKey(parts []string) string {
 	sum := sha256.Sum256(admin.AppendField(nil, "", parts))
 	return hex.EncodeToString(sum[:8])
 }
@@ -102,7 +138,7 @@ func clipLogField(s string) string {
 }
 
 // logAccess writes the record of one request.
-func (g *Gateway) logAccess(ctx context.Context, method string, e *accessEntry, route string, status int) {
+func (t *Table) logAccess(ctx context.Context, method string, e *accessEntry, route string, status int) {
 	attrs := []slog.Attr{
 		slog.String("method", clipLogField(method)),
 		slog.String("route", route),
@@ -118,5 +154,5 @@ func (g *Gateway) logAccess(ctx context.Context, method string, e *accessEntry, 
 	if e.source != "" {
 		attrs = append(attrs, slog.String("store", e.source))
 	}
-	g.accessLog.LogAttrs(ctx, slog.LevelInfo, "access", attrs...)
+	t.accessLog.LogAttrs(ctx, slog.LevelInfo, "access", attrs...)
 }

@@ -1,16 +1,12 @@
-package gateway
+package core
 
 import (
-	"errors"
 	"hash/maphash"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
@@ -51,7 +47,7 @@ const latencyWindow = latencyBuckets * time.Second
 // is random per process, so a client cannot choose where its id falls.
 var clientSeed = maphash.MakeSeed()
 
-// latencySignal is one upstream's latency as load shedding reads it, shared
+// LatencySignal is one upstream's latency as load shedding reads it, shared
 // by the routes that forward to it. It is safe for concurrent use.
 //
 // The window is latencyBuckets buckets of one second; each holds, for every
@@ -62,7 +58,7 @@ var clientSeed = maphash.MakeSeed()
 // feeds it nothing: newcomer lets a request through for a client with no
 // answer in the window, and, once no answer has been seen for
 // probeInterval, probe lets one request through to measure again.
-type latencySignal struct {
+type LatencySignal struct {
 	// now is the monotonic time since an arbitrary origin; nil: the
 	// process's clock (tests set a fake one).
 	now func() time.Duration
@@ -97,16 +93,19 @@ const probeInterval = time.Second
 
 var monoBase = time.Now()
 
-func (a *latencySignal) clock() time.Duration {
+func (a *LatencySignal) clock() time.Duration {
 	if a.now != nil {
 		return a.now()
 	}
 	return time.Since(monoBase)
 }
 
-// observe records a latency d of the upstream for client. A nil a records
-// nothing.
-func (a *latencySignal) observe(client uint64, d time.Duration) {
+// Observe records a latency d of the upstream for client (Table.ClientOf).
+// A nil a records nothing.
+func (a *LatencySignal) Observe(client uint64, d time.Duration) { a.observe(client, d) }
+
+// observe is Observe.
+func (a *LatencySignal) observe(client uint64, d time.Duration) {
 	if a == nil {
 		return
 	}
@@ -155,7 +154,7 @@ func (b *latencyBucket) add(client uint64, d int64) {
 
 // get returns the signal, worked out again from the buckets when it is
 // latencyRecompute old.
-func (a *latencySignal) get() time.Duration {
+func (a *LatencySignal) get() time.Duration {
 	now := a.clock()
 	if next := a.next.Load(); int64(now) >= next && a.next.CompareAndSwap(next, int64(now+latencyRecompute)) {
 		a.p90.Store(int64(a.compute(now)))
@@ -164,7 +163,7 @@ func (a *latencySignal) get() time.Duration {
 }
 
 // compute works out the signal at now from the buckets.
-func (a *latencySignal) compute(now time.Duration) time.Duration {
+func (a *LatencySignal) compute(now time.Duration) time.Duration {
 	a.cmu.Lock()
 	defer a.cmu.Unlock()
 	a.mu.Lock()
@@ -207,7 +206,7 @@ const latencyNewcomers = 64
 // and one slow client alone on a quiet upstream would shed every client
 // that comes after it. At most latencyNewcomers a second go through, and
 // only clients the newest bucket would hold.
-func (a *latencySignal) newcomer(client uint64) bool {
+func (a *LatencySignal) newcomer(client uint64) bool {
 	now := a.clock()
 	sec := int64(now / time.Second)
 	a.mu.Lock()
@@ -236,7 +235,7 @@ func (a *latencySignal) newcomer(client uint64) bool {
 
 // probe reports whether a request shed for latency goes through to
 // measure the upstream again; at most one per probeInterval does.
-func (a *latencySignal) probe() bool {
+func (a *LatencySignal) probe() bool {
 	now := int64(a.clock())
 	last := a.last.Load()
 	return now-last >= int64(probeInterval) && a.last.CompareAndSwap(last, now)
@@ -246,25 +245,25 @@ func (a *latencySignal) probe() bool {
 // by the routes that forward to it.
 type latencies struct {
 	mu sync.Mutex
-	m  map[string]*latencySignal
+	m  map[string]*LatencySignal
 }
 
 // latencyOf returns the signal of rc's upstream.
-func (g *Gateway) latencyOf(rc *config.Route) *latencySignal {
+func (t *Table) latencyOf(rc *config.Route) *LatencySignal {
 	u := rc.UpstreamURL()
 	if u == nil {
 		return nil
 	}
 	k := u.Scheme + "://" + u.Host
-	g.latency.mu.Lock()
-	defer g.latency.mu.Unlock()
-	if g.latency.m == nil {
-		g.latency.m = make(map[string]*latencySignal)
+	t.latency.mu.Lock()
+	defer t.latency.mu.Unlock()
+	if t.latency.m == nil {
+		t.latency.m = make(map[string]*LatencySignal)
 	}
-	a := g.latency.m[k]
+	a := t.latency.m[k]
 	if a == nil {
-		a = &latencySignal{}
-		g.latency.m[k] = a
+		a = &LatencySignal{}
+		t.latency.m[k] = a
 	}
 	return a
 }
@@ -338,7 +337,7 @@ func nonZero(id uint64) uint64 {
 // clientOf returns the client id of the request view reads, for the
 // latency signal before the limits decide: the one of its rate-limit keys,
 // or of its client address.
-func (rt *route) clientOf(view httplimit.Request) uint64 {
+func (rt *Route) clientOf(view httplimit.Request) uint64 {
 	if rt.mw != nil {
 		if c := clientOfLimits(rt.mw, rt.limits, view); c != 0 {
 			return c
@@ -347,17 +346,11 @@ func (rt *route) clientOf(view httplimit.Request) uint64 {
 	return clientOfAddr(rt.shed.ip.ClientIP(view))
 }
 
-// clientOf returns r's client id for the latency signal: the one of its
+// ClientOf returns r's client id for the latency signal: the one of its
 // rate-limit keys, or of its client address.
-func (h *proxyHandler) clientOf(r *publicRequest) uint64 {
+func (t *Table) ClientOf(r *Request) uint64 {
 	if r.client != 0 {
 		return r.client
 	}
-	return clientOfAddr(h.c.ip.ClientIP(r))
-}
-
-// isTimeout reports whether err is a deadline passing.
-func isTimeout(err error) bool {
-	ne, ok := errors.AsType[net.Error](err)
-	return ok && ne.Timeout() || errors.Is(err, fasthttp.ErrTimeout)
+	return clientOfAddr(t.ip.ClientIP(r))
 }

@@ -1,4 +1,4 @@
-package gateway
+package fastengine
 
 import (
 	"net"
@@ -9,14 +9,14 @@ import (
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
-var _ httplimit.ClientWatcher = (*publicRequest)(nil)
+var _ httplimit.ClientWatcher = (*exchange)(nil)
 
 // WatchClient watches the client's connection while shape mode holds the
 // request: gone is closed when the client closes or resets it. The
 // connection is peeked at, never read, so a request the client pipelined
 // behind this one stays where the engine reads it (and ends the watch).
-func (r *publicRequest) WatchClient() (<-chan struct{}, func()) {
-	tc := tcpConnOf(r.ctx.Conn())
+func (x *exchange) WatchClient() (<-chan struct{}, func()) {
+	tc := tcpConnOf(x.ctx.Conn())
 	if tc == nil {
 		return nil, func() {}
 	}
@@ -27,7 +27,7 @@ func (r *publicRequest) WatchClient() (<-chan struct{}, func()) {
 	// The watch reads within read_timeout of the request's start, or
 	// without a bound; a request without a body still has its headers'
 	// deadline (see newPublicServer).
-	tc.SetReadDeadline(r.readDeadline) //nolint:errcheck // a closed connection ends the watch
+	tc.SetReadDeadline(x.readDeadline) //nolint:errcheck // a closed connection ends the watch
 	gone := make(chan struct{})
 	exited := make(chan struct{})
 	var stopped atomic.Bool
@@ -52,7 +52,7 @@ func (r *publicRequest) WatchClient() (<-chan struct{}, func()) {
 		stopped.Store(true)
 		tc.SetReadDeadline(time.Now()) //nolint:errcheck // wakes the watch; restored below
 		<-exited
-		tc.SetReadDeadline(r.readDeadline) //nolint:errcheck // as the watch began
+		tc.SetReadDeadline(x.readDeadline) //nolint:errcheck // as the watch began
 	}
 }
 

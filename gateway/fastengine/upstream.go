@@ -1,4 +1,4 @@
-package gateway
+package fastengine
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 )
@@ -110,7 +111,7 @@ func equalFold(a, b string) bool {
 // 101, the client's connection is taken from the engine and the two are
 // piped both ways until either side closes; any other answer is passed on
 // as usual.
-func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result, protocol string) {
+func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *httplimit.Result, protocol string) {
 	start := time.Now()
 	var deadline time.Time
 	if h.c.timeout > 0 {
@@ -121,7 +122,7 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	conn, err := net.DialTimeout("tcp", h.addr, time.Until(deadline))
 	if err != nil {
 		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
-		h.fail(ctx, r, res, upstreamFailed(err))
+		h.fail(ctx, x, res, upstreamFailed(err))
 		return
 	}
 	if h.tls {
@@ -133,7 +134,7 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	// A copy: the client's request stays as it came (its connection's fate
 	// included) when the upstream does not switch.
 	ctx.Request.Header.CopyTo(&out.Header)
-	h.outbound(ctx, r, &out.Header, protocol)
+	h.outbound(ctx, x, &out.Header, protocol)
 	out.UseHostHeader = true
 	if h.tls {
 		out.URI().SetScheme("https")
@@ -162,13 +163,13 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	if err != nil {
 		clearResponse(&ctx.Response)
 		conn.Close()
-		h.fail(ctx, r, res, upstreamFailed(err))
+		h.fail(ctx, x, res, upstreamFailed(err))
 		return
 	}
 	if ctx.Response.StatusCode() != fasthttp.StatusSwitchingProtocols {
 		var ub *upstreamBody
 		if streamed != nil {
-			ub = &upstreamBody{r: streamed.BodyStream(), resp: streamed, release: func(bool) { conn.Close() }, lease: r.takeLease()}
+			ub = &upstreamBody{r: streamed.BodyStream(), resp: streamed, release: func(bool) { conn.Close() }, lease: x.takeLease()}
 		} else {
 			conn.Close()
 		}
@@ -180,22 +181,22 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, r *publicRequest, 
 	buffered, _ := br.Peek(br.Buffered())
 	buffered = append([]byte(nil), buffered...)
 	ctx.HijackSetNoResponse(true)
-	lease := r.takeLease() // held while the connections are piped
+	lease := x.takeLease() // held while the connections are piped
 	hdr := &ctx.Request.Header
 	ctx.Hijack(func(client net.Conn) {
 		defer lease.Release()
 		defer conn.Close()
-		if !h.panics.guard(metrics.DoorGateway, func() { h.tunnel(client, conn, head, buffered, hdr) }) {
+		if !h.panics.Guard(metrics.DoorGateway, func() { h.tunnel(client, conn, head, buffered, hdr) }) {
 			client.Close()
 		}
 	})
-	r.status = fasthttp.StatusSwitchingProtocols
+	x.Req.SetStatus(fasthttp.StatusSwitchingProtocols)
 }
 
 // tunnel writes the upstream's 101 (head, and the bytes read past it) to
 // the client, then pipes the two connections both ways until either side
 // closes. A panic in a copier closes the upstream connection and ends the
-// client connection's reads, so that the other copier ends too. hdr is the client's request headers, for panicHook.
+// client connection's reads, so that the other copier ends too. hdr is the client's request headers, for panichook.Hook.
 func (h *proxyHandler) tunnel(client, conn net.Conn, head, buffered []byte, hdr *fasthttp.RequestHeader) {
 	if _, err := client.Write(head); err != nil {
 		return
@@ -206,9 +207,9 @@ func (h *proxyHandler) tunnel(client, conn net.Conn, head, buffered []byte, hdr 
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn, point string, peek *fasthttp.RequestHeader) {
 		defer func() { done <- struct{}{} }()
-		ok := h.panics.guard(metrics.DoorGateway, func() {
-			if panicHook != nil {
-				panicHook(point, peek)
+		ok := h.panics.Guard(metrics.DoorGateway, func() {
+			if panichook.Hook != nil {
+				panichook.Hook(point, peek)
 			}
 			io.Copy(dst, src) //nolint:errcheck // either side closing ends the pipe
 			closeWrite(dst)

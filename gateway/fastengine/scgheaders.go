@@ -1,4 +1,4 @@
-package gateway
+package fastengine
 
 import (
 	"github.com/valyala/fasthttp"

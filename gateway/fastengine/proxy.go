@@ -1,4 +1,4 @@
-package gateway
+package fastengine
 
 import (
 	"bufio"
@@ -20,13 +20,15 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/core"
+	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/tracing"
 	"github.com/sluice-gw/sluice/metrics"
 )
 
 // statusClientClosed is recorded when the client leaves before the upstream answers.
-const statusClientClosed = 499
+const statusClientClosed = core.StatusClientClosed
 
 // proxyError is a failure of a proxied request together with the status
 // it is answered with, in the manner of caddy's HandlerError: the upstream
@@ -89,20 +91,12 @@ type proxyHandler struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	// latency is the upstream's latency signal load shedding reads; nil
-	// when nothing reads it.
-	latency *latencySignal
+	// when nothing reads it. table names a request's client for it.
+	latency *core.LatencySignal
+	table   *core.Table
 	// panics records a panic in the goroutines a request starts and in
 	// the streaming of its answer.
-	panics *panics
-}
-
-// withLatency makes h feed the upstream's latency signal a, when load
-// shedding by latency is on.
-func (h *proxyHandler) withLatency(s *config.Shedding, a *latencySignal) *proxyHandler {
-	if s != nil && s.LatencyThreshold > 0 {
-		h.latency = a
-	}
-	return h
+	panics *core.Panics
 }
 
 // newProxyHandler builds the reverse proxy of one route on the gateway's
@@ -193,7 +187,8 @@ func connectionListed(dst []string, values [][]byte) []string {
 // the hop-by-hop ones dropped, the X-Forwarded-* and client address headers
 // of docs/semantics.md §4.4, the upstream's Host (or the client's under
 // preserve_host) and the path joined to the upstream's base path.
-func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *fasthttp.RequestHeader, upgrade string) {
+func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasthttp.RequestHeader, upgrade string) {
+	r := &x.Req
 	// Most requests carry none of the headers replaced or dropped below:
 	// one pass finds those present, and only they are read and deleted
 	// (each Peek and Del normalises its name and scans every header).
@@ -201,7 +196,7 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 	present := presentIn(oh.All(), replacedHeaders)
 	// The client's X-Forwarded-For gets the peer appended (even when
 	// Connection named it); its X-Forwarded-Host and -Proto are replaced.
-	xff := r.buf[:0]
+	xff := x.buf[:0]
 	if present&(1<<replacedXFF) != 0 {
 		for i, v := range oh.PeekAll("X-Forwarded-For") {
 			if i > 0 {
@@ -210,11 +205,11 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 			xff = append(xff, v...)
 		}
 	}
-	if r.peer.IsValid() {
+	if peer := r.Peer(); peer.IsValid() {
 		if len(xff) > 0 {
 			xff = append(xff, ", "...)
 		}
-		xff = r.peer.Addr().AppendTo(xff)
+		xff = peer.Addr().AppendTo(xff)
 	} else if peer, _, err := net.SplitHostPort(r.RemoteAddr()); err == nil {
 		if len(xff) > 0 {
 			xff = append(xff, ", "...)
@@ -248,39 +243,39 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, r *publicRequest, oh *
 	if len(xff) > 0 {
 		oh.SetCanonical(keyXForwardedFor, xff)
 	}
-	r.buf = xff
-	oh.SetCanonical(keyXForwardedHost, []byte(r.host))
+	x.buf = xff
+	oh.SetCanonical(keyXForwardedHost, []byte(r.Host()))
 	if ctx.IsTLS() {
 		oh.SetCanonical(keyXForwardedProto, []byte("https"))
 	} else {
 		oh.SetCanonical(keyXForwardedProto, []byte("http"))
 	}
 	if a, ok := h.c.ip.ClientIP(r); ok {
-		r.buf = a.AppendTo(r.buf[:0])
-		oh.SetCanonical(keyXRealIP, r.buf)
+		x.buf = a.AppendTo(x.buf[:0])
+		oh.SetCanonical(keyXRealIP, x.buf)
 	}
 	for _, v := range forwarded {
 		oh.AddBytesV("Forwarded", v)
 	}
-	if !h.c.preserveHost || r.host == "" {
+	if !h.c.preserveHost || r.Host() == "" {
 		oh.Set("Host", h.c.target.Host)
 	} else {
-		oh.Set("Host", r.host)
+		oh.Set("Host", r.Host())
 	}
-	if r.span.On() {
-		injectTrace(oh, &r.span)
+	if s := r.Span(); s.On() {
+		injectTrace(oh, s)
 	}
-	r.buf = h.appendRequestURI(r.buf[:0], r)
-	oh.SetRequestURIBytes(r.buf)
+	x.buf = h.appendRequestURI(x.buf[:0], r)
+	oh.SetRequestURIBytes(x.buf)
 }
 
 // appendRequestURI appends the target sent upstream to dst: the escaped
 // path, less strip_prefix segments, joined to the upstream's base path, and
 // the query joined to the upstream's, as httputil's ProxyRequest.SetURL
 // joins them.
-func (h *proxyHandler) appendRequestURI(dst []byte, r *publicRequest) []byte {
-	dst = appendJoinedPath(dst, h.c.target.EscapedPath(), stripSegments(r.escaped, h.c.stripPrefix))
-	tq, q := h.c.target.RawQuery, r.query
+func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request) []byte {
+	dst = appendJoinedPath(dst, h.c.target.EscapedPath(), core.StripSegments(r.EscapedPath(), h.c.stripPrefix))
+	tq, q := h.c.target.RawQuery, r.RawQuery()
 	if tq == "" && q == "" {
 		return dst
 	}
@@ -312,9 +307,9 @@ func appendJoinedPath(dst []byte, a, b string) []byte {
 // is answered 400, and one still arriving when the route's timeout passes
 // 408 (bodyReader). It returns the status of a request whose client went
 // away (499), else 0.
-func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result) {
+func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, x *exchange, res *httplimit.Result) {
 	if up := upgradeOf(&ctx.Request.Header); up != "" {
-		h.serveUpgrade(ctx, r, res, up)
+		h.serveUpgrade(ctx, x, res, up)
 		return
 	}
 	// The client's request is rewritten in place and sent upstream, and
@@ -322,7 +317,7 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 	// (The engine keeps the client's Connection: close from before the
 	// handler; TestConnectionFate.)
 	oh := &ctx.Request.Header
-	h.outbound(ctx, r, oh, "")
+	h.outbound(ctx, x, oh, "")
 	var body *bodyReader
 	cl := oh.ContentLength()
 	if cl != 0 && ctx.Request.IsBodyStream() {
@@ -331,15 +326,15 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 	}
 	var client uint64
 	if h.latency != nil {
-		client = h.clientOf(r)
+		client = h.table.ClientOf(&x.Req)
 	}
 	ub, err := h.roundTrip(oh, &ctx.Response, body, cl, client)
 	if err != nil {
-		h.fail(ctx, r, res, err)
+		h.fail(ctx, x, res, err)
 		return
 	}
 	if ub != nil {
-		ub.lease = r.takeLease() // released when the streamed body ends
+		ub.lease = x.takeLease() // released when the streamed body ends
 		ub.panics = h.panics
 	}
 	h.answer(ctx, ub, res)
@@ -348,7 +343,7 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, r *publicRequest, res *ht
 // roundTrip sends the request headers oh, with body (nil: none) of length
 // size (-1: chunked), and reads the response into resp within the route's
 // timeout (see readResponse), recording sluice_upstream_duration_seconds
-// and, for load shedding, the upstream's latency for client (latencySignal:
+// and, for load shedding, the upstream's latency for client (core.LatencySignal:
 // from the request's last byte written to the answer's first byte read, or
 // to the timeout that came first). A streamed response body then streams
 // without that bound (upstreamBody). The request headers are sent before
@@ -364,7 +359,7 @@ func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Resp
 	defer func() {
 		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
 		if wait >= 0 {
-			h.latency.observe(client, wait)
+			h.latency.Observe(client, wait)
 		}
 	}()
 	var deadline time.Time
@@ -376,7 +371,7 @@ func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Resp
 			// client's connection (bodyReader.endRead), so a client that
 			// stops sending cannot hold the request and an upstream
 			// connection.
-			t := time.AfterFunc(h.c.timeout, func() { h.panics.guard(metrics.DoorGateway, body.endRead) })
+			t := time.AfterFunc(h.c.timeout, func() { h.panics.Guard(metrics.DoorGateway, body.endRead) })
 			defer t.Stop()
 		}
 	}
@@ -606,13 +601,13 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // nil for none: it counted), logged at warn for a 5xx and at debug
 // otherwise (any client can cause those as often as it likes). A client
 // that went away gets nothing: 499 is only recorded.
-func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, r *publicRequest, res *httplimit.Result, err error) {
+func (h *proxyHandler) fail(ctx *fasthttp.RequestCtx, x *exchange, res *httplimit.Result, err error) {
 	pe, ok := errors.AsType[*proxyError](err)
 	if !ok {
 		pe = upstreamFailed(err)
 	}
 	if pe.Status == statusClientClosed {
-		r.status = statusClientClosed
+		x.Req.SetStatus(statusClientClosed)
 		ctx.SetConnectionClose()
 		return
 	}
@@ -688,7 +683,7 @@ func answerHTTP10(ctx *fasthttp.RequestCtx, ub *upstreamBody) {
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		defer ub.Close()
-		ub.panics.guard(metrics.DoorGateway, func() {
+		ub.panics.Guard(metrics.DoorGateway, func() {
 			if _, err := c.Write(head); err != nil {
 				return
 			}
@@ -726,8 +721,8 @@ type upstreamBody struct {
 	release func(reuse bool)
 	eof     bool
 	once    sync.Once
-	lease   held    // the request's leases, released on Close
-	panics  *panics // records a panic while the body streams
+	lease   core.Held    // the request's leases, released on Close
+	panics  *core.Panics // records a panic while the body streams
 }
 
 // errPanicked ends a streamed answer whose reading panicked: the engine
@@ -740,12 +735,12 @@ var errPanicked = errors.New("gateway: panic while streaming the answer")
 func (b *upstreamBody) Read(p []byte) (n int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			b.panics.record(metrics.DoorGateway, v)
+			b.panics.Record(metrics.DoorGateway, v)
 			n, err = 0, errPanicked
 		}
 	}()
-	if panicHook != nil {
-		panicHook("body", &b.resp.Header)
+	if panichook.Hook != nil {
+		panichook.Hook("body", &b.resp.Header)
 	}
 	n, err = b.r.Read(p)
 	if err == io.EOF {
@@ -791,4 +786,12 @@ func canonicalKeys(names []string) [][]byte {
 		keys[i] = []byte(n)
 	}
 	return keys
+}
+
+// injectTrace replaces the client's trace headers on the request sent
+// upstream with the span's, so the upstream's spans are its children.
+func injectTrace(oh *fasthttp.RequestHeader, s *tracing.Span) {
+	oh.Del("Traceparent")
+	oh.Del("Tracestate")
+	s.Inject(func(name, value string) { oh.Set(name, value) })
 }

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import "github.com/sluice-gw/sluice/httplimit"
 

@@ -1,11 +1,8 @@
-package gateway
+package core
 
 import (
 	"errors"
-	"net/http"
 	"net/url"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
@@ -59,7 +56,7 @@ func newForwardAuth(fc *config.ForwardAuth, strip int) *forwardAuth {
 // headers on, and X-Forwarded-For names the client behind the proxy as it
 // does for proxied traffic). Its strings may outlive the request.
 type forwardedRequest struct {
-	*publicRequest
+	*Request
 	method, host, escaped, path, query string
 }
 
@@ -81,13 +78,13 @@ func (e forwardError) Error() string { return string(e) }
 // method that is no HTTP token, a URI that is not an origin-form target,
 // holds a raw "#" or does not parse, a host with bytes no host has, or a query the gateway
 // refuses. None of them is ever decided as some other request.
-func (fa *forwardAuth) read(r *publicRequest, f *forwardedRequest) error {
-	*f = forwardedRequest{publicRequest: r}
+func (fa *forwardAuth) read(r *Request, f *forwardedRequest) error {
+	*f = forwardedRequest{Request: r}
 	if fa.from == config.FromRequest {
 		f.method, f.host, f.query = r.method, r.host, r.query
 		f.escaped, f.path = r.escaped, r.path
 		if fa.strip > 0 {
-			f.escaped = stripSegments(r.escaped, fa.strip)
+			f.escaped = StripSegments(r.escaped, fa.strip)
 			f.path = f.escaped
 			if r.path != r.escaped {
 				p, err := url.PathUnescape(f.escaped)
@@ -106,7 +103,7 @@ func (fa *forwardAuth) read(r *publicRequest, f *forwardedRequest) error {
 	if !isToken(method) {
 		return forwardError(fa.methodHeader + " is not an HTTP method.")
 	}
-	f.method = methodString(method)
+	f.method = MethodString(method)
 	uri, err := onlyValue(r, fa.uriHeader)
 	if err != nil {
 		return err
@@ -139,8 +136,8 @@ func (fa *forwardAuth) read(r *publicRequest, f *forwardedRequest) error {
 // onlyValue returns the one non-empty value of header name, or an error
 // when the header is absent, empty or given more than once: a proxy that
 // adds its value beside the client's, rather than replacing it, leaves two.
-func onlyValue(r *publicRequest, name string) ([]byte, error) {
-	vs := r.ctx.Request.Header.PeekAll(name)
+func onlyValue(r *Request, name string) ([]byte, error) {
+	vs := r.wire.PeekAll(name)
 	switch {
 	case len(vs) == 0 || len(vs) == 1 && len(vs[0]) == 0:
 		return nil, forwardError("The forward-auth request has no " + name + " header: the proxy must set it (docs/forward-auth.md).")
@@ -183,31 +180,23 @@ func isHost(b []byte) bool {
 	return true
 }
 
-// serveForward answers an auth request that route rt matched: it reads the
-// original request into x.fwd and, when forward_auth.match holds for it,
-// decides it with the route's limits and returns true. It returns false,
-// having answered nothing, when the original request is not this route's;
-// an auth request that describes no original request is answered 400.
-func (rt *route) serveForward(ctx *fasthttp.RequestCtx, x *exchange) bool {
-	r := &x.req
+// decideForward decides an auth request that route rt matched: it reads
+// the original request into x.fwd and, when forward_auth.match holds for
+// it, decides it with the route's limits and returns the Outcome and true.
+// It returns false when the original request is not this route's; an auth
+// request that describes no original request is answered 400.
+func (rt *Route) decideForward(x *Exchange) (Outcome, bool) {
+	r := &x.Req
 	if err := rt.fwd.read(r, &x.fwd); err != nil {
-		writeProblem(ctx, http.StatusBadRequest, err.Error())
-		return true
+		out := problem(statusBadRequest, err.Error())
+		out.Route = rt
+		return out, true
 	}
 	f := &x.fwd
 	in := newInbound(f.host, f.escaped, f.path, x.fwdSegments[:0])
 	x.fwdSegments = in.segments
 	if !rt.fwd.match.match(f, &in) {
-		return false
+		return Outcome{}, false
 	}
-	rt.decide(ctx, r, f, &x.res)
-	return true
-}
-
-// forwardAllowed is a forward_auth route's answer to an original request
-// its limits admit: 200, no body, with the rate-limit headers for the
-// proxy to copy.
-func forwardAllowed(ctx *fasthttp.RequestCtx, _ *publicRequest, res *httplimit.Result) {
-	setRateLimitHeaders(&ctx.Response, res)
-	ctx.Response.SetStatusCode(http.StatusOK)
+	return rt.decide(r, f, &x.res), true
 }

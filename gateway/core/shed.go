@@ -1,13 +1,9 @@
-package gateway
+package core
 
 import (
 	"context"
 	"math"
-	"net/http"
-	"strconv"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
@@ -52,7 +48,7 @@ type routeShed struct {
 	route, priority string
 	store           ratelimit.LeaseStore
 	policy          *ratelimit.Policy // the priority's share as a concurrency limit
-	latency         *latencySignal    // the upstream's; nil for routes without one
+	latency         *LatencySignal    // the upstream's; nil for routes without one
 	// slow is the upstream latency at or above which the route is shed;
 	// zero: never for latency.
 	slow    time.Duration
@@ -67,8 +63,8 @@ type routeShed struct {
 
 // newRouteShed builds route rc's shedding, or returns nil without a
 // shedding section and for a forward_auth route.
-func (g *Gateway) newRouteShed(rc *config.Route, ip *httplimit.IPResolver) (*routeShed, error) {
-	s := g.cfg.Shedding
+func (t *Table) newRouteShed(rc *config.Route, leases ratelimit.LeaseStore) (*routeShed, error) {
+	s := t.cfg.Shedding
 	if s == nil || rc.ForwardAuth != nil {
 		// A forward_auth route answers before the request it describes
 		// runs: it cannot hold a place in the budget for it.
@@ -86,11 +82,14 @@ func (g *Gateway) newRouteShed(rc *config.Route, ip *httplimit.IPResolver) (*rou
 	// The shared store, timed, without the route's fallback counting: a
 	// request's limits are counted there once, not again for its place in
 	// the budget.
-	rs := &routeShed{route: rc.ID, priority: prio, store: g.leaseStore(), policy: p, metrics: g.metrics, onShed: func(route string) { g.stats.RecordShed(route) }, ip: ip}
-	if t := s.LatencyThreshold; t > 0 && rc.Upstream != "" {
-		rs.latency = g.latencyOf(rc)
+	rs := &routeShed{route: rc.ID, priority: prio, store: leases, policy: p, metrics: t.metrics, ip: t.ip}
+	if st := t.stats; st != nil {
+		rs.onShed = st.RecordShed
+	}
+	if th := s.LatencyThreshold; th > 0 && rc.Upstream != "" {
+		rs.latency = t.latencyOf(rc)
 		if f := latencyFactor[prio]; !math.IsInf(f, 1) {
-			rs.slow = time.Duration(f * float64(t))
+			rs.slow = time.Duration(f * float64(th))
 		}
 	}
 	return rs, nil
@@ -119,25 +118,28 @@ func (s *routeShed) admit(ctx context.Context, client func() uint64) (*httplimit
 	return httplimit.HoldLeases(s.store, reqs), ""
 }
 
-// shed answers a shed request: 503 with Retry-After, counted.
-func (s *routeShed) shed(ctx *fasthttp.RequestCtx, reason string) {
+// shed is the answer to a request of route rt shed for reason: 503 with
+// Retry-After, counted.
+func (s *routeShed) shed(rt *Route, reason string) Outcome {
 	s.metrics.Shed(s.route, s.priority, reason)
 	if s.onShed != nil {
 		s.onShed(s.route)
 	}
-	ctx.Response.Header.Set("Retry-After", strconv.Itoa(shedRetryAfter))
 	detail := "The service is overloaded; requests of priority " + s.priority + " are shed for now."
 	if reason == shedLatency {
 		detail = "The upstream is slow; requests of priority " + s.priority + " are shed for now."
 	}
-	writeProblem(ctx, http.StatusServiceUnavailable, detail)
+	out := problem(statusServiceUnavailable, detail)
+	out.Route, out.RetryAfter = rt, shedRetryAfter
+	return out
 }
 
-// held is the leases one request holds: its route limits' and its place in
+// Held is the leases one request holds: its route limits' and its place in
 // the shedding budget. Release gives back both; the zero value holds none.
-type held [2]*httplimit.Lease
+type Held [2]*httplimit.Lease
 
-func (h held) Release() {
+// Release gives back every lease h holds.
+func (h Held) Release() {
 	for _, l := range h {
 		l.Release() //nolint:errcheck // an unreleased lease expires
 	}

@@ -1,4 +1,4 @@
-package gateway
+package fastengine
 
 import (
 	"errors"
@@ -15,8 +15,48 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/metrics"
 )
+
+// Front is how the public server finds, for each request, the Handler of
+// the configuration serving now: it returns that handler and a function to
+// call once the request has ended (a reload retires a configuration once
+// its requests have ended).
+type Front func() (h *Handler, release func())
+
+// ServerOptions are what a Server takes besides its configuration section.
+type ServerOptions struct {
+	// Log receives the engine's own logs; nil discards them.
+	Log *slog.Logger
+	// Metrics counts the connections refused at their bounds. Required.
+	Metrics *metrics.Metrics
+	// Panics records a panic the handler leaves unrecovered; nil records
+	// none.
+	Panics *core.Panics
+}
+
+// NewServer returns the public listener's server (see newPublicServer)
+// with the timeouts, bounds and header limit of sc, serving each request
+// with the Handler front returns.
+func NewServer(sc config.Server, front Front, o ServerOptions) *Server {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	serve := func(ctx *fasthttp.RequestCtx) {
+		h, release := front()
+		defer release()
+		h.Serve(ctx)
+	}
+	expect := func(ctx *fasthttp.RequestCtx) int {
+		h, release := front()
+		return h.Expect(ctx, release)
+	}
+	return newPublicServer(serve, expect, sc, o)
+}
+
+// Server is the public fasthttp server with its open connections.
+type Server = publicServer
 
 // newPublicServer returns the public listener's server: fasthttp, streaming
 // request bodies, with the timeouts of g's configuration, every answer it
@@ -30,16 +70,20 @@ import (
 // read_timeout, counted from the request's start, or lifts it.
 //
 // expect decides a request that carries Expect: 100-continue before the
-// engine sends 100 Continue (see Gateway.expectContinue). A panic the
-// handler leaves unrecovered is recorded as the gateway's (g.panics) and
-// answered 500 (answerPanic).
-func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.RequestCtx) int, g *Gateway, log *slog.Logger) *publicServer {
-	sc := g.cfg.Server
+// engine sends 100 Continue (see Handler.Expect). A panic the handler
+// leaves unrecovered is recorded as the gateway's (o.Panics) and answered
+// 500 (answerPanic).
+func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.RequestCtx) int, sc config.Server, o ServerOptions) *publicServer {
+	log := o.Log
+	maxHeaderBytes := sc.MaxHeaderBytes
+	if maxHeaderBytes <= 0 {
+		maxHeaderBytes = defaultMaxHeaderBytes
+	}
 	maxConns := sc.MaxConns
 	if maxConns <= 0 {
 		maxConns = config.DefaultMaxConns
 	}
-	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: newConnLimit(maxConns, sc.MaxConnsPerIP, log, g.metrics)}
+	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: newConnLimit(maxConns, sc.MaxConnsPerIP, log, o.Metrics)}
 	readTimeout := sc.ReadTimeout
 	headerTimeout := sc.ReadHeaderTimeout
 	if headerTimeout <= 0 || readTimeout > 0 && readTimeout < headerTimeout {
@@ -52,7 +96,7 @@ func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.Requ
 			// the bookkeeping around it, which fasthttp would not.
 			defer func() {
 				if v := recover(); v != nil {
-					g.panics.record(metrics.DoorGateway, v)
+					o.Panics.Record(metrics.DoorGateway, v)
 					answerPanic(ctx)
 				}
 			}()
@@ -81,11 +125,11 @@ func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.Requ
 			}
 			return fasthttp.RequestConfig{}
 		},
-		ErrorHandler:    func(ctx *fasthttp.RequestCtx, err error) { engineError(ctx, err, g.maxHeaderBytes) },
+		ErrorHandler:    func(ctx *fasthttp.RequestCtx, err error) { engineError(ctx, err, maxHeaderBytes) },
 		ReadTimeout:     headerTimeout,
 		WriteTimeout:    sc.WriteTimeout,
 		IdleTimeout:     sc.IdleTimeout,
-		ReadBufferSize:  serverReadBufferSize(g.maxHeaderBytes),
+		ReadBufferSize:  serverReadBufferSize(maxHeaderBytes),
 		WriteBufferSize: 16 << 10,
 		// Every body is streamed: the handler is called once the headers
 		// (and at most one byte of the body) are in, and the proxy copies
@@ -130,8 +174,9 @@ func (ps *publicServer) track(c net.Conn, state fasthttp.ConnState) {
 	// StateActive and StateIdle, twice per request, take no lock.
 }
 
-// cutOff closes every connection still open.
-func (ps *publicServer) cutOff() int {
+// CutOff closes every connection still open and returns how many there
+// were.
+func (ps *publicServer) CutOff() int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	n := len(ps.conns)
