@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
@@ -286,7 +287,7 @@ func TestDashboardAndStats(t *testing.T) {
 	if diff := cmp.Diff(admin.RouteView{Route: "api", Admitted: 4, Denied: 2, ShadowDenied: 1}, s.Routes[0]); diff != "" {
 		t.Errorf("route counters (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]admin.TopKey{{Route: "api", Key: []string{hashKey([]string{"u1"})}, Denied: 2}}, s.TopKeys); diff != "" {
+	if diff := cmp.Diff([]admin.TopKey{{Route: "api", Key: []string{core.HashKey([]string{"u1"})}, Denied: 2}}, s.TopKeys); diff != "" {
 		t.Errorf("top keys (-want +got):\n%s", diff)
 	}
 	if !s.Store.Healthy || s.Store.Type != "memory" || s.Config.Summary == "" || len(s.Config.Routes) != 2 {
@@ -325,7 +326,7 @@ func TestAccessLog(t *testing.T) {
 		if got := strings.Contains(buf.String(), "secret-user"); got != raw {
 			t.Errorf("raw=%v: raw key in log = %v", raw, got)
 		}
-		if keys, _ := rec["keys"].([]any); len(keys) != 2 || (!raw && keys[0] != hashKey([]string{"secret-user"})) {
+		if keys, _ := rec["keys"].([]any); len(keys) != 2 || (!raw && keys[0] != core.HashKey([]string{"secret-user"})) {
 			t.Errorf("raw=%v: keys = %v", raw, rec["keys"])
 		}
 	}
@@ -342,7 +343,7 @@ func TestAccessLog(t *testing.T) {
 }
 
 // TestAccessLogBoundsClientFields: what a client sends
-// (the method, a raw key) reaches the access log cut to maxLogField bytes
+// (the method, a raw key) reaches the access log cut to core.MaxLogField bytes
 // with a marker, so a 1 MiB method does not write a 1 MiB line.
 func TestAccessLogBoundsClientFields(t *testing.T) {
 	var buf bytes.Buffer
@@ -361,8 +362,8 @@ func TestAccessLogBoundsClientFields(t *testing.T) {
 		t.Fatalf("%d access lines, want 2", len(lines))
 	}
 	for i, field := range []string{"method", "keys"} {
-		if n := len(lines[i]); n > 2*maxLogField+200 {
-			t.Errorf("line %d (long %s) is %d bytes, want at most %d", i, field, n, 2*maxLogField+200)
+		if n := len(lines[i]); n > 2*core.MaxLogField+200 {
+			t.Errorf("line %d (long %s) is %d bytes, want at most %d", i, field, n, 2*core.MaxLogField+200)
 		}
 		if want := fmt.Sprintf("[truncated, %d bytes]", 1<<20); !strings.Contains(lines[i], want) {
 			t.Errorf("line %d (long %s) has no %q marker: %.300s", i, field, want, lines[i])
@@ -393,7 +394,7 @@ func TestStatsKeysHashed(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			t.Fatal(err)
 		}
-		wantTop, wantOverride := []string{hashKey([]string{"secret-user"})}, []string{hashKey([]string{"secret-vip"})}
+		wantTop, wantOverride := []string{core.HashKey([]string{"secret-user"})}, []string{core.HashKey([]string{"secret-vip"})}
 		if raw {
 			wantTop, wantOverride = []string{"secret-user"}, []string{"secret-vip"}
 		}

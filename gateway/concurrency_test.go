@@ -446,26 +446,28 @@ func TestConcurrencyRenewsLongRequests(t *testing.T) {
 // panic and answers 500.
 func TestConcurrencyReleasedOnPanic(t *testing.T) {
 	g := newTestGateway(t, leaseConfig("http://127.0.0.1:1", 1, 30*time.Second))
-	rt := g.routes[0]
-	proxy := rt.final
-	rt.final = func(*fasthttp.RequestCtx, *publicRequest, *httplimit.Result) { panic("boom") }
-	var req fasthttp.Request
-	if err := req.Read(bufio.NewReader(strings.NewReader("GET /p HTTP/1.1\r\nHost: gw.test\r\nX-User: u\r\n\r\n"))); err != nil {
-		t.Fatal(err)
-	}
-	serve := func() int {
+	serve := func(panicAt string) int {
+		raw := "GET /p HTTP/1.1\r\nHost: gw.test\r\nX-User: u\r\n"
+		if panicAt != "" {
+			raw += panicHeader + ": " + panicAt + "\r\n"
+		}
+		var req fasthttp.Request
+		if err := req.Read(bufio.NewReader(strings.NewReader(raw + "\r\n"))); err != nil {
+			t.Fatal(err)
+		}
 		var ctx fasthttp.RequestCtx
 		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}, nil)
-		g.servePublic(&ctx)
+		g.engine.Serve(&ctx)
 		return ctx.Response.StatusCode()
 	}
-	if status := serve(); status != http.StatusInternalServerError {
+	// panichook.Hook (panics_test.go) panics in the final handler, the
+	// proxy, of a request that asks for it.
+	if status := serve("forward"); status != http.StatusInternalServerError {
 		t.Fatalf("a request whose final handler panics = %d, want 500", status)
 	}
-	rt.final = proxy
 	// The upstream is unreachable: 502 shows the limit admitted the
 	// request, where a slot still held would answer 429.
-	if status := serve(); status != http.StatusBadGateway {
+	if status := serve(""); status != http.StatusBadGateway {
 		t.Errorf("request after a panic = %d, want 502 (a 429 means the panicking request kept its slot)", status)
 	}
 }

@@ -61,7 +61,7 @@ func BenchmarkForwardAuth(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				ctx.Init(&reqs[i%len(reqs)], addr, nil)
-				g.servePublic(&ctx)
+				g.engine.Serve(&ctx)
 				if ctx.Response.StatusCode() != 200 || len(ctx.Response.Header.Peek("X-Ratelimit-Remaining")) == 0 {
 					b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 				}

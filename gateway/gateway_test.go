@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"github.com/valyala/fasthttp"
-
 	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -290,26 +287,5 @@ func TestHeaderLimitAnswersJSON431(t *testing.T) {
 	huge.Body.Close()
 	if huge.StatusCode != 431 {
 		t.Errorf("1 MiB header: status %d, want 431", huge.StatusCode)
-	}
-}
-
-func TestHeaderBytesCountsRequestLineAndHeaders(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan int, 1)
-	hs := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { got <- headerBytes(&ctx.Request.Header) }}
-	go hs.Serve(ln)
-	defer hs.Shutdown()
-	raw := "GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nX-One: 1\r\nUser-Agent: t\r\n\r\n"
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Write([]byte(raw))
-	if n := <-got; n != len(raw) {
-		t.Errorf("headerBytes = %d, want %d (the bytes sent)", n, len(raw))
 	}
 }

@@ -69,7 +69,7 @@ func BenchmarkLeaseRoundTrip(b *testing.B) {
 					for pb.Next() {
 						i++
 						ctx.Init(&reqs[i%len(reqs)], addr, nil)
-						g.servePublic(&ctx)
+						g.engine.Serve(&ctx)
 						if ctx.Response.StatusCode() != 200 {
 							b.Errorf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 							return

@@ -14,27 +14,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 )
 
-// panicHeader names the point of a request where panicHook panics: a
+// panicHeader names the point of a request where panichook.Hook panics: a
 // request header for "decide" and the tunnel's copiers, the upstream's
 // response header for "body".
 const panicHeader = "X-Test-Panic"
 
-// The test build's panicHook panics at the point a request's (or an
+// The test build's panichook.Hook panics at the point a request's (or an
 // upstream response's) X-Test-Panic header names; each point from a line
 // of its own, so that each is a site of its own.
 func init() {
-	panicHook = func(point string, h headerPeeker) {
+	panichook.Hook = func(point string, h panichook.Peeker) {
 		if string(h.Peek(panicHeader)) != point {
 			return
 		}
 		switch point {
 		case "decide":
 			panic("test panic before the answer")
+		case "forward":
+			panic("test panic in the final handler")
 		case "body":
 			panic("test panic while the answer streams")
 		case "tunnel to client":
@@ -261,33 +262,6 @@ func TestPanicInTunnel(t *testing.T) {
 	}
 	if got := panicCount(t, g, "gateway"); got != "2" {
 		t.Errorf(`sluice_panics_total{door="gateway"} = %s, want 2`, got)
-	}
-}
-
-// TestPanicInEngineHandler: a panic that the gateway's
-// handler leaves unrecovered is recovered by the public server's own
-// handler: answered 500 and counted; the server keeps serving.
-func TestPanicInEngineHandler(t *testing.T) {
-	g := newTestGateway(t, testConfig())
-	ps := newPublicServer(func(ctx *fasthttp.RequestCtx) {
-		if len(ctx.Request.Header.Peek(panicHeader)) > 0 {
-			panic("test panic past the gateway's handler")
-		}
-		ctx.SetBodyString("ok")
-	}, g.expectContinue, g, slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ps.Serve(ln) //nolint:errcheck // ends with the listener
-	t.Cleanup(func() { ps.Shutdown() })
-	front := "http://" + ln.Addr().String()
-	problemBody(t, getWith(t, front, "/", panicHeader, "any"), http.StatusInternalServerError)
-	if resp := getWith(t, front, "/"); resp.StatusCode != http.StatusOK {
-		t.Errorf("after the panic: %d, want 200", resp.StatusCode)
-	}
-	if got := panicCount(t, g, "gateway"); got != "1" {
-		t.Errorf(`sluice_panics_total{door="gateway"} = %s, want 1`, got)
 	}
 }
 

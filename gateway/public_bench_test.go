@@ -66,7 +66,7 @@ func BenchmarkServePublic(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				ctx.Init(&reqs[i%len(reqs)], addr, nil)
-				g.servePublic(&ctx)
+				g.engine.Serve(&ctx)
 				if ctx.Response.StatusCode() != 200 {
 					b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 				}

@@ -36,7 +36,7 @@ func (g *Gateway) buildRLS(c *config.RLS, clock ratelimit.Clock) (*rls.Service, 
 			}
 			g.stats.Record(g.clock, ev)
 		},
-		Logger:   g.log,
+		Logger: g.log,
 		UnknownDomain: func(context.Context, string) {
 			g.metrics.RLSUnknownDomain()
 		},

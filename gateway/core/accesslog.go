@@ -120,17 +120,17 @@ func HashKey(parts []string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// maxLogField bounds each client-controlled field of an access record (the
+// MaxLogField bounds each client-controlled field of an access record (the
 // method, a raw key): a longer value is cut to this many bytes and marked.
-const maxLogField = 256
+const MaxLogField = 256
 
-// clipLogField returns s, or its first maxLogField bytes (cut back to a
+// clipLogField returns s, or its first MaxLogField bytes (cut back to a
 // UTF-8 boundary) followed by "…[truncated, N bytes]" where N is len(s).
 func clipLogField(s string) string {
-	if len(s) <= maxLogField {
+	if len(s) <= MaxLogField {
 		return s
 	}
-	cut := maxLogField
+	cut := MaxLogField
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/core"
+	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/metrics"
 )
@@ -227,6 +228,9 @@ func (h *Handler) carryOut(ctx *fasthttp.RequestCtx, x *exchange, out *core.Outc
 	case out.Gone:
 		ctx.SetConnectionClose()
 	case out.Forward:
+		if panichook.Hook != nil {
+			panichook.Hook("forward", &ctx.Request.Header)
+		}
 		h.proxies[out.Route.Index()].serve(ctx, x, out.Result)
 	default:
 		writeOutcome(ctx, out)
