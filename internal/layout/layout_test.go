@@ -29,10 +29,18 @@ var allowed = map[string][]string{
 	"httplimit":                 {"ratelimit"},
 	"metrics":                   {"ratelimit", "github.com/prometheus/"},
 	"config":                    {"ratelimit", "httplimit", "github.com/goccy/go-yaml"},
-	// gateway serves its public listener on fasthttp; httplimit, which
-	// library users import, stays on net/http alone.
+	// gateway composes a configuration's parts (store, core, engine,
+	// admin, rls) and runs the listeners; it imports no engine library.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
-		"gateway/admin", "rls", "internal/tracing", "github.com/prometheus/", "github.com/valyala/fasthttp"},
+		"gateway/admin", "gateway/core", "gateway/fastengine", "rls", "internal/tracing", "github.com/prometheus/"},
+	// The decision core: engine-neutral (TestCoreImports).
+	"gateway/core": {"ratelimit", "store/fallback", "httplimit", "metrics", "config", "gateway/admin",
+		"gateway/internal/panichook", "internal/tracing"},
+	// The fasthttp engine: the one package that imports fasthttp.
+	"gateway/fastengine": {"httplimit", "metrics", "config", "gateway/core", "gateway/internal/panichook",
+		"internal/tracing", "github.com/valyala/fasthttp"},
+	// The panic tests' hook into the request path.
+	"gateway/internal/panichook": {},
 	// Envoy's rate limit service: the one package with gRPC and Envoy's
 	// API types (and the protobuf runtime they are built on).
 	"rls": {"ratelimit", "httplimit", "config", "google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy",
@@ -184,5 +192,80 @@ func TestGofmt(t *testing.T) {
 	}
 	if s := strings.TrimSpace(string(out)); s != "" {
 		t.Errorf("gofmt would change:\n%s", s)
+	}
+}
+
+// engineLibraries are the modules only an engine package may import.
+var engineLibraries = []string{"github.com/valyala/fasthttp"}
+
+// engines are the engine packages: each reads the wire into the core's
+// view and writes the core's answer back (docs/layout.md, "Listeners and
+// engines").
+var engines = []string{"gateway/fastengine"}
+
+// TestOneEngine checks that only an engine package imports an engine
+// library, in the files that build the package (tests may drive the
+// engine's library directly).
+func TestOneEngine(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	importers := map[string][]string{}
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		for _, imp := range p.Imports {
+			for _, lib := range engineLibraries {
+				if strings.HasPrefix(imp, lib) {
+					importers[lib] = append(importers[lib], rel)
+				}
+			}
+		}
+	}
+	for _, lib := range engineLibraries {
+		got := slices.Compact(sorted(importers[lib]))
+		if !slices.Equal(got, engines) {
+			t.Errorf("%s is imported by %v; only the engine packages %v may import it", lib, got, engines)
+		}
+	}
+}
+
+// coreImports is the decision core's import list: it reads requests
+// through its own view and answers with a value, so it imports neither
+// net, net/http nor an engine.
+var coreImports = []string{
+	"context", "crypto/sha256", "encoding/hex", "errors", "fmt", "hash/maphash", "log/slog", "maps", "math",
+	"math/rand/v2", "net/netip", "net/textproto", "net/url", "runtime", "runtime/debug", "slices", "strconv",
+	"strings", "sync", "sync/atomic", "time", "unicode/utf8",
+	module + "/config", module + "/gateway/admin", module + "/gateway/internal/panichook", module + "/httplimit",
+	module + "/internal/tracing", module + "/metrics", module + "/ratelimit", module + "/store/fallback",
+}
+
+// TestCoreImports checks the decision core's imports: exactly coreImports,
+// and none of net, net/http or an engine library, whatever coreImports
+// says.
+func TestCoreImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", module+"/gateway/core").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	got := strings.Fields(string(out))
+	for _, imp := range got {
+		if imp == "net" || imp == "net/http" || strings.HasPrefix(imp, "net/http/") {
+			t.Errorf("gateway/core imports %s; the core reads requests through core.Request and answers with core.Outcome", imp)
+		}
+		for _, lib := range engineLibraries {
+			if strings.HasPrefix(imp, lib) {
+				t.Errorf("gateway/core imports the engine library %s", imp)
+			}
+		}
+	}
+	if !slices.Equal(got, sorted(coreImports)) {
+		t.Errorf("gateway/core imports\n%v\nwant\n%v\n(update coreImports when a change is deliberate)", got, sorted(coreImports))
 	}
 }
