@@ -139,23 +139,44 @@ const (
 	StoreRedis  = "redis"
 )
 
-// On-error modes: what happens while the store is unavailable
-// (docs/semantics.md §6.3).
-// They are spelled as store/fallback's Mode values, which the gateway
-// converts them to; config holds strings because it does not import the
-// store packages.
+// OnError is store.on_error: what decides requests while the store is
+// unavailable (docs/semantics.md §6.3). Its values are OnErrorLocal,
+// OnErrorAllow and OnErrorDeny, spelled as store/fallback's Mode values;
+// config does not import the store packages (docs/layout.md), so the
+// gateway converts each one to its fallback.Mode. [Parse] refuses any other
+// value at its line, and [Config.Validate] refuses it in a Config built in
+// Go.
+type OnError string
+
+// The on_error modes.
 const (
-	OnErrorLocal = "local"
-	OnErrorAllow = "allow"
-	OnErrorDeny  = "deny"
+	// OnErrorLocal decides with this instance's in-memory store and the same
+	// policies (docs/semantics.md §6.4); a memory store, having no store
+	// more local, answers 503. It is the default.
+	OnErrorLocal OnError = "local"
+	// OnErrorAllow admits every request, uncounted.
+	OnErrorAllow OnError = "allow"
+	// OnErrorDeny answers 503.
+	OnErrorDeny OnError = "deny"
 )
 
-// Redis modes, spelled as store/redis's Mode values, which the gateway
-// converts them to.
+// RedisMode is store.redis.mode: the Redis deployment the store talks to.
+// Its values are RedisStandalone, RedisSentinel and RedisCluster, spelled
+// as store/redis's Mode values; config does not import the store packages
+// (docs/layout.md), so the gateway converts each one to its redis.Mode.
+// When store.type is redis, [Parse] refuses any other value at its line,
+// and [Config.Validate] refuses it in a Config built in Go.
+type RedisMode string
+
+// The Redis modes.
 const (
-	RedisStandalone = "standalone"
-	RedisSentinel   = "sentinel"
-	RedisCluster    = "cluster"
+	// RedisStandalone is one Redis server at exactly one address. It is the
+	// default.
+	RedisStandalone RedisMode = "standalone"
+	// RedisSentinel is a master found through Sentinel by its master name.
+	RedisSentinel RedisMode = "sentinel"
+	// RedisCluster is a Redis Cluster, found through any of its nodes.
+	RedisCluster RedisMode = "cluster"
 )
 
 // Store configures where limit state lives.
@@ -172,7 +193,7 @@ type Store struct {
 	// OnError is what happens while the store fails: "local" (default: each
 	// instance decides with its own in-memory limiter), "allow" (admit
 	// everything) or "deny" (answer 503).
-	OnError string `yaml:"on_error"`
+	OnError OnError `yaml:"on_error"`
 	// Redis is the Redis connection, used when Type is "redis" and ignored
 	// otherwise.
 	Redis Redis `yaml:"redis"`
@@ -222,7 +243,7 @@ type Redis struct {
 	// Mode is "standalone" (default; exactly one address), "sentinel" (the
 	// addresses are Sentinels; MasterName is required) or "cluster" (the
 	// addresses are any nodes of the cluster, from which it learns the rest).
-	Mode string `yaml:"mode"`
+	Mode RedisMode `yaml:"mode"`
 	// Addrs are host:port addresses. Required when store.type is redis.
 	Addrs []string `yaml:"addrs"`
 	// MasterName is the Sentinel master set name; sentinel mode only.

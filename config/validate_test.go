@@ -101,3 +101,92 @@ func TestValidateGoKeys(t *testing.T) {
 		t.Errorf("Validate() problems at (-want +got):\n%s\n%v", diff, err)
 	}
 }
+
+// TestStoreModes decodes each store.on_error and store.redis.mode value into
+// its typed constant, and refuses an unknown or empty one at the line that
+// gives it, with the message `sluice check` shows.
+func TestStoreModes(t *testing.T) {
+	const routes = `
+routes:
+  - {id: a, match: {path: /a}, upstream: "http://127.0.0.1:1"}
+`
+	tests := []struct {
+		name    string
+		store   string // the store section, from line 2 of the file
+		onError OnError
+		mode    RedisMode
+		err     string // the one error Parse reports; empty for a valid file
+	}{
+		{name: "on_error local", store: "  on_error: local", onError: OnErrorLocal, mode: RedisStandalone},
+		{name: "on_error allow", store: "  on_error: allow", onError: OnErrorAllow, mode: RedisStandalone},
+		{name: "on_error deny", store: "  on_error: deny", onError: OnErrorDeny, mode: RedisStandalone},
+		{name: "on_error left out", store: "  type: memory", onError: OnErrorLocal, mode: RedisStandalone},
+		{name: "on_error from a variable", store: `  on_error: "${ON_ERROR:-deny}"`, onError: OnErrorDeny, mode: RedisStandalone},
+		{name: "redis standalone",
+			store:   "  type: redis\n  redis: {mode: standalone, addrs: [\"127.0.0.1:6379\"]}",
+			onError: OnErrorLocal, mode: RedisStandalone},
+		{name: "redis sentinel",
+			store:   "  type: redis\n  redis: {mode: sentinel, master_name: m, addrs: [\"127.0.0.1:26379\"]}",
+			onError: OnErrorLocal, mode: RedisSentinel},
+		{name: "redis cluster",
+			store:   "  type: redis\n  on_error: allow\n  redis:\n    mode: cluster\n    addrs: [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]",
+			onError: OnErrorAllow, mode: RedisCluster},
+		{name: "redis mode left out",
+			store:   "  type: redis\n  redis: {addrs: [\"127.0.0.1:6379\"]}",
+			onError: OnErrorLocal, mode: RedisStandalone},
+		// The redis section is ignored unless store.type is redis.
+		{name: "redis mode of a memory store", store: "  type: memory\n  redis: {mode: replicated}",
+			onError: OnErrorLocal, mode: "replicated"},
+		{name: "unknown on_error", store: "  type: memory\n  on_error: fail-open",
+			err: `test.yaml:3:13: store.on_error: unknown on_error "fail-open" (allowed: local, allow, deny)`},
+		{name: "on_error in another case", store: "  on_error: Deny",
+			err: `test.yaml:2:13: store.on_error: unknown on_error "Deny" (allowed: local, allow, deny)`},
+		{name: "empty on_error", store: `  on_error: ""`,
+			err: `test.yaml:2:13: store.on_error: is empty (allowed: local, allow, deny)`},
+		{name: "unknown redis mode", store: "  type: redis\n  redis:\n    addrs: [\"127.0.0.1:6379\"]\n    mode: replicated",
+			err: `test.yaml:5:11: store.redis.mode: unknown redis mode "replicated" (allowed: standalone, sentinel, cluster)`},
+		{name: "empty redis mode", store: "  type: redis\n  redis: {mode: \"\", addrs: [\"127.0.0.1:6379\"]}",
+			err: `test.yaml:3:17: store.redis.mode: is empty (allowed: standalone, sentinel, cluster)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "store:\n" + tt.store + routes
+			if tt.err != "" {
+				errs := parseErrors(t, src, nil)
+				if len(errs) != 1 || errs[0].Error() != tt.err {
+					t.Errorf("Parse errors:\n%v\nwant exactly:\n%s", errs, tt.err)
+				}
+				return
+			}
+			c := mustParse(t, src, nil)
+			if c.Store.OnError != tt.onError || c.Store.Redis.Mode != tt.mode {
+				t.Errorf("on_error %q, redis mode %q; want %q, %q", c.Store.OnError, c.Store.Redis.Mode, tt.onError, tt.mode)
+			}
+		})
+	}
+}
+
+// A Config built in Go gets the same checks on its store modes, without
+// positions.
+func TestStoreModesGoConfig(t *testing.T) {
+	c := &Config{
+		Store:  Store{Type: StoreRedis, OnError: "fail-open", Redis: Redis{Mode: "replicated", Addrs: []string{"127.0.0.1:6379"}}},
+		Routes: []Route{{ID: "a", Match: Match{Path: "/a"}, Upstream: "http://127.0.0.1:1"}},
+	}
+	ApplyDefaults(c)
+	var errs Errors
+	if err := c.Validate(); !errors.As(err, &errs) {
+		t.Fatalf("Validate = %v, want Errors", err)
+	}
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`store.on_error: unknown on_error "fail-open" (allowed: local, allow, deny)`,
+		`store.redis.mode: unknown redis mode "replicated" (allowed: standalone, sentinel, cluster)`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Validate errors (-want +got):\n%s", diff)
+	}
+}

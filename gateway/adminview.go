@@ -60,9 +60,9 @@ func (a adminView) Overrides() admin.Overrides { return a.g.store.overrides }
 // Redis store behind the fallback: Redis, not the fallback) within a second.
 func (a adminView) StoreStatus(ctx context.Context) admin.StoreView {
 	sc, st := a.g.cfg.Store, a.g.store.status
-	v := admin.StoreView{Type: sc.Type, OnError: sc.OnError, FallbackActive: st.Engaged(), Breaker: st.Breaker()}
+	v := admin.StoreView{Type: sc.Type, OnError: string(sc.OnError), FallbackActive: st.Engaged(), Breaker: st.Breaker()}
 	if sc.Type == config.StoreRedis {
-		v.Mode = sc.Redis.Mode
+		v.Mode = string(sc.Redis.Mode)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

@@ -104,7 +104,7 @@ type leaseStore struct {
 }
 
 func leaseStores() []leaseStore {
-	redisStore := func(mode string, addrs []string, cfg *config.Config) {
+	redisStore := func(mode config.RedisMode, addrs []string, cfg *config.Config) {
 		cfg.Store.Type, cfg.Store.Timeout = config.StoreRedis, time.Second
 		cfg.Store.Redis = config.Redis{Mode: mode, Addrs: addrs}
 	}

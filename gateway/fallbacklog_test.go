@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string {
 // Redis store points at a port nothing listens on, with on_error mode, its
 // one route /hello limited per X-User header, and the buffer its logs go to,
 // and the dead address.
-func deadRedisGateway(t *testing.T, mode string) (*Gateway, *syncBuffer, string) {
+func deadRedisGateway(t *testing.T, mode config.OnError) (*Gateway, *syncBuffer, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -28,7 +28,7 @@ type leaseFault struct {
 	limit     int64
 	ttl       time.Duration
 	instances int
-	onError   string
+	onError   config.OnError
 	// shed puts the limit on the shedding budget (max_in_flight, the
 	// route critical) instead of a concurrency limit of the route.
 	shed bool

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluice-gw/sluice/config"
@@ -8,30 +9,42 @@ import (
 	"github.com/sluice-gw/sluice/store/redis"
 )
 
-// TestConfigModesAreLibraryModes checks that each store.on_error and
-// store.redis.mode value config accepts is, converted as the gateway converts
-// it, one of the library's own modes: config holds these as strings (it may
-// not import store/fallback or store/redis) and the gateway converts them
-// once, so the spellings must agree.
+// TestConfigModesAreLibraryModes checks that fallbackMode and redisMode turn
+// each store.on_error and store.redis.mode value config accepts into the
+// library's own mode, and pass any other value through for the library to
+// refuse.
 func TestConfigModesAreLibraryModes(t *testing.T) {
-	onError := map[string]fallback.Mode{
+	onError := map[config.OnError]fallback.Mode{
 		config.OnErrorLocal: fallback.Local,
 		config.OnErrorAllow: fallback.Allow,
 		config.OnErrorDeny:  fallback.Deny,
+		"":                  "",
+		"retry":             "retry",
 	}
-	for s, want := range onError {
-		if got := fallback.Mode(s); got != want {
-			t.Errorf("fallback.Mode(config %q) = %q, want %q", s, got, want)
+	for m, want := range onError {
+		if got := fallbackMode(m); got != want {
+			t.Errorf("fallbackMode(%q) = %q, want %q", m, got, want)
 		}
 	}
-	redisModes := map[string]redis.Mode{
+	redisModes := map[config.RedisMode]redis.Mode{
 		config.RedisStandalone: redis.Standalone,
 		config.RedisSentinel:   redis.Sentinel,
 		config.RedisCluster:    redis.Cluster,
+		"":                     "",
+		"replicated":           "replicated",
 	}
-	for s, want := range redisModes {
-		if got := redis.Mode(s); got != want {
-			t.Errorf("redis.Mode(config %q) = %q, want %q", s, got, want)
+	for m, want := range redisModes {
+		if got := redisMode(m); got != want {
+			t.Errorf("redisMode(%q) = %q, want %q", m, got, want)
 		}
+	}
+	if _, err := fallback.New(fallback.Options{Mode: fallbackMode("retry")}); err == nil || !strings.Contains(err.Error(), `unknown mode "retry"`) {
+		t.Errorf(`fallback.New with on_error "retry": error %v, want one naming the unknown mode`, err)
+	}
+	if s, err := redis.New(redis.Options{Mode: redisMode("replicated"), Addrs: []string{"127.0.0.1:1"}}); err == nil || !strings.Contains(err.Error(), `unknown mode "replicated"`) {
+		if err == nil {
+			s.Close()
+		}
+		t.Errorf(`redis.New with mode "replicated": error %v, want one naming the unknown mode`, err)
 	}
 }

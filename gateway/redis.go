@@ -23,7 +23,7 @@ import (
 func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
 	rc := cfg.Store.Redis
 	opts := redis.Options{
-		Mode:       redis.Mode(rc.Mode),
+		Mode:       redisMode(rc.Mode),
 		Addrs:      rc.Addrs,
 		MasterName: rc.MasterName,
 		Username:   rc.Username,
@@ -44,7 +44,7 @@ func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, 
 		return nil, fmt.Errorf("gateway: redis store: %w", err)
 	}
 	closers := closeAll{rs}
-	mode := fallback.Mode(cfg.Store.OnError)
+	mode := fallbackMode(cfg.Store.OnError)
 	var local ratelimit.Store
 	if mode == fallback.Local || mode == "" {
 		ls, err := openMemory(fallbackStoreName, cfg, clock, m, log)
@@ -82,6 +82,21 @@ func openRedis(cfg *config.Config, section config.Store, clock ratelimit.Clock, 
 	}
 	return &sharedStore{Store: fb, fb: fb, status: fallbackStatus{fb: fb, probe: rs.Ping, breaker: true},
 		closer: closers, section: section, refs: 1, overrides: newOverrides(rs.SharedTable(overridesTable), log)}, nil
+}
+
+// redisMode returns store/redis's mode for store.redis.mode. Any other
+// value, empty included, passes through as it is, for redis.New to apply its
+// default (Standalone) to "" and refuse the rest.
+func redisMode(m config.RedisMode) redis.Mode {
+	switch m {
+	case config.RedisStandalone:
+		return redis.Standalone
+	case config.RedisSentinel:
+		return redis.Sentinel
+	case config.RedisCluster:
+		return redis.Cluster
+	}
+	return redis.Mode(m)
 }
 
 // logFallback says when decisions leave Redis (the breaker opened) and

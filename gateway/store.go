@@ -196,12 +196,27 @@ func sameStore(a, b *config.Store) bool {
 		a.LocalDeny.On() == b.LocalDeny.On() && a.LocalDeny.MaxKeys == b.LocalDeny.MaxKeys
 }
 
+// fallbackMode returns store/fallback's mode for store.on_error. Any other
+// value, empty included, passes through as it is, for fallback.New to apply
+// its default (Local) to "" and refuse the rest.
+func fallbackMode(m config.OnError) fallback.Mode {
+	switch m {
+	case config.OnErrorLocal:
+		return fallback.Local
+	case config.OnErrorAllow:
+		return fallback.Allow
+	case config.OnErrorDeny:
+		return fallback.Deny
+	}
+	return fallback.Mode(m)
+}
+
 // openInProcess puts an in-process store (memory, or one injected for
 // tests) behind store/fallback, which applies store.on_error to its
 // failures as it does to Redis's: allow admits uncounted, deny answers 503,
 // and local, having no store more local, answers 503 too.
 func openInProcess(primary ratelimit.Store, cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (*sharedStore, error) {
-	mode := fallback.Mode(cfg.Store.OnError)
+	mode := fallbackMode(cfg.Store.OnError)
 	probe := func(ctx context.Context) error {
 		var out [1]ratelimit.Decision
 		return primary.Peek(ctx, []ratelimit.Request{{Key: "sluice-readyz", Policy: readyPolicy}}, out[:])

@@ -26,14 +26,14 @@ func (downStore) Reset(context.Context, []ratelimit.Request) error { return errR
 
 func TestStoreDown(t *testing.T) {
 	for _, tt := range []struct {
-		mode          string
+		mode          config.OnError
 		status, ready int
 		fallback      string
 	}{
 		{config.OnErrorDeny, 503, 503, `sluice_fallback_decisions_total{mode="deny",route="hello"} 1`},
 		{config.OnErrorAllow, 200, 200, `sluice_fallback_decisions_total{mode="allow",route="hello"} 1`},
 	} {
-		t.Run(tt.mode, func(t *testing.T) {
+		t.Run(string(tt.mode), func(t *testing.T) {
 			cfg := testConfig(limitedRoute("hello", "/hello", "hi\n"))
 			cfg.Store.OnError = tt.mode
 			g, err := New(cfg, Deps{Store: downStore{}})
