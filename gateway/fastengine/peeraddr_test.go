@@ -1,8 +1,10 @@
-package gateway
+package fastengine
 
 import (
 	"net"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/httplimit"
 )
@@ -33,8 +35,11 @@ func TestPeerAddrAsParsed(t *testing.T) {
 		stringAddr("203.0.113.9"),
 		stringAddr("not an address"),
 	} {
-		r := &publicRequest{}
-		r.setPeer(peer)
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&fasthttp.Request{}, peer, nil)
+		x := &exchange{ctx: &ctx}
+		x.Req.Reset(x, "GET", []byte("gw.test"), []byte("/"), peerOf(peer))
+		r := &x.Req
 		got, gotOK := r.PeerAddr()
 		want, wantOK := trustAll.ClientIP(remoteOnly{r})
 		if got != want || gotOK != wantOK {
@@ -43,8 +48,8 @@ func TestPeerAddrAsParsed(t *testing.T) {
 		if r.RemoteAddr() != string(appendAddr(nil, peer)) {
 			t.Errorf("%v: RemoteAddr %q, want %q", peer, r.RemoteAddr(), appendAddr(nil, peer))
 		}
-		if host, _, err := net.SplitHostPort(r.RemoteAddr()); err == nil && r.peer.IsValid() {
-			if s := r.peer.Addr().String(); s != host {
+		if host, _, err := net.SplitHostPort(r.RemoteAddr()); err == nil && r.Peer().IsValid() {
+			if s := r.Peer().Addr().String(); s != host {
 				t.Errorf("%v: X-Forwarded-For gets %q, want %q", peer, s, host)
 			}
 		}

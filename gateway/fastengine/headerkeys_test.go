@@ -1,4 +1,4 @@
-package gateway
+package fastengine
 
 import (
 	"testing"
