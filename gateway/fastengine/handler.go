@@ -281,10 +281,13 @@ func writeProblemBody(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	w.SetBody(body)
 }
 
-// peerOf returns a TCP peer's address, the zero AddrPort for another kind.
+// peerOf returns a TCP peer's address, an IPv4 peer of a dual-stack
+// listener as IPv4 (as net.TCPAddr.String writes it), the zero AddrPort
+// for another kind of peer.
 func peerOf(a net.Addr) netip.AddrPort {
 	if t, ok := a.(*net.TCPAddr); ok {
-		return t.AddrPort()
+		ap := t.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	return netip.AddrPort{}
 }
@@ -295,7 +298,7 @@ func appendAddr(b []byte, a net.Addr) []byte {
 	case nil:
 		return b
 	case *net.TCPAddr:
-		return a.AddrPort().AppendTo(b)
+		return peerOf(a).AppendTo(b)
 	}
 	return append(b, a.String()...)
 }

@@ -45,8 +45,10 @@ func TestPeerAddrAsParsed(t *testing.T) {
 		if got != want || gotOK != wantOK {
 			t.Errorf("%v: PeerAddr %v %v, want %v %v (RemoteAddr %q parsed)", peer, got, gotOK, want, wantOK, r.RemoteAddr())
 		}
-		if r.RemoteAddr() != string(appendAddr(nil, peer)) {
-			t.Errorf("%v: RemoteAddr %q, want %q", peer, r.RemoteAddr(), appendAddr(nil, peer))
+		// net/http's Request.RemoteAddr is the connection's
+		// RemoteAddr().String(): an IPv4 peer in IPv4 form.
+		if r.RemoteAddr() != peer.String() {
+			t.Errorf("%v: RemoteAddr %q, want %q", peer, r.RemoteAddr(), peer.String())
 		}
 		if host, _, err := net.SplitHostPort(r.RemoteAddr()); err == nil && r.Peer().IsValid() {
 			if s := r.Peer().Addr().String(); s != host {
