@@ -48,7 +48,7 @@ func mustUnescape(t *testing.T, p string) string {
 	return u.Path
 }
 
-// matches runs m on r as Gateway.serve does.
+// matches runs m on r as Table.Decide does.
 func matches(m *matcher, r *http.Request) bool {
 	in := newInbound(r.Host, r.URL.EscapedPath(), r.URL.Path, nil)
 	return m.match(httplimit.HTTPRequest(r), &in)

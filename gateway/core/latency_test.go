@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
-// answer is one upstream answer fed to a latencySignal: at (since the fake
+// answer is one upstream answer fed to a LatencySignal: at (since the fake
 // clock's origin) for client, after latency.
 type answer struct {
 	at      time.Duration
@@ -84,7 +84,7 @@ func TestLatencySignal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var now time.Duration
-			a := &latencySignal{now: func() time.Duration { return now }}
+			a := &LatencySignal{now: func() time.Duration { return now }}
 			for _, an := range tc.answers {
 				now = an.at
 				// The ids of real clients are seeded hashes; these are
@@ -113,7 +113,7 @@ func clientOfAddrBytes(n uint64) uint64 {
 // every latencyRecompute, and then from the buckets as they are.
 func TestLatencySignalRecompute(t *testing.T) {
 	var now time.Duration = 5 * time.Second
-	a := &latencySignal{now: func() time.Duration { return now }}
+	a := &LatencySignal{now: func() time.Duration { return now }}
 	a.observe(1, time.Second)
 	if got := a.get(); got != time.Second {
 		t.Fatalf("get() = %v, want 1s", got)
@@ -134,7 +134,7 @@ func TestLatencySignalRecompute(t *testing.T) {
 // interval.
 func TestLatencyProbe(t *testing.T) {
 	var now time.Duration = 5 * time.Second
-	a := &latencySignal{now: func() time.Duration { return now }}
+	a := &LatencySignal{now: func() time.Duration { return now }}
 	a.observe(1, time.Second)
 	steps := []struct {
 		after time.Duration
@@ -181,7 +181,7 @@ func TestClientOfKeys(t *testing.T) {
 // hold it, at most latencyNewcomers a second.
 func TestLatencyNewcomer(t *testing.T) {
 	var now time.Duration = 30 * time.Second
-	a := &latencySignal{now: func() time.Duration { return now }}
+	a := &LatencySignal{now: func() time.Duration { return now }}
 	a.observe(7, time.Second)
 	if a.newcomer(7) {
 		t.Error("newcomer(7) = true for a client answered this second")
@@ -277,7 +277,7 @@ func TestClientOfLimits(t *testing.T) {
 // once the buckets are warm.
 func TestLatencySignalAllocs(t *testing.T) {
 	var now time.Duration = 5 * time.Second
-	a := &latencySignal{now: func() time.Duration { return now }}
+	a := &LatencySignal{now: func() time.Duration { return now }}
 	for s := range latencyBuckets {
 		now = time.Duration(5+s) * time.Second
 		for c := range uint64(latencyBucketKeys) {

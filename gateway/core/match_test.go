@@ -100,8 +100,8 @@ func TestStripSegments(t *testing.T) {
 		{"/a%2Fb/c", 1, "/c"},
 	}
 	for _, tt := range tests {
-		if got := stripSegments(tt.path, tt.n); got != tt.want {
-			t.Errorf("stripSegments(%q, %d) = %q, want %q", tt.path, tt.n, got, tt.want)
+		if got := StripSegments(tt.path, tt.n); got != tt.want {
+			t.Errorf("StripSegments(%q, %d) = %q, want %q", tt.path, tt.n, got, tt.want)
 		}
 	}
 }
