@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // rawUpstream serves each connection's requests by path with a fixed raw
@@ -18,44 +20,29 @@ import (
 // is a plain keep-alive 200.
 func rawUpstream(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return testkit.ServeConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body) //nolint:errcheck // bodyless requests
-					switch req.URL.Path {
-					case "/close":
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close, X-Hop\r\nX-Hop: upstream\r\nKeep-Alive: timeout=5\r\nX-Kept: yes\r\n\r\nok") //nolint:errcheck // the client reads what arrives
-						return
-					case "/broken":
-						io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nX-Leak: upstream\r\n\r\nHTTP/1.1 200 OK\r\nX-Leak: upstream\r\n") //nolint:errcheck // as above
-						return
-					case "/malformed":
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Leak: upstream\r\nno field here\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck // as above
-						return
-					default:
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck // as above
-					}
-				}
-			}()
+			io.Copy(io.Discard, req.Body) //nolint:errcheck // bodyless requests
+			switch req.URL.Path {
+			case "/close":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close, X-Hop\r\nX-Hop: upstream\r\nKeep-Alive: timeout=5\r\nX-Kept: yes\r\n\r\nok") //nolint:errcheck // the client reads what arrives
+				return
+			case "/broken":
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nX-Leak: upstream\r\n\r\nHTTP/1.1 200 OK\r\nX-Leak: upstream\r\n") //nolint:errcheck // as above
+				return
+			case "/malformed":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Leak: upstream\r\nno field here\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck // as above
+				return
+			default:
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") //nolint:errcheck // as above
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestConnectionFate: the proxy rewrites the client's request in place and

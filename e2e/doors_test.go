@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // The door rows: each row is raw request bytes written to the built binary's
@@ -254,10 +256,7 @@ type wireUpstream struct {
 
 func newWireUpstream(t *testing.T, answer func(req *http.Request, body []byte) (string, bool)) *wireUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Listen(t)
 	u := &wireUpstream{ln: ln, URL: "http://" + ln.Addr().String(), answer: answer}
 	u.wg.Add(1)
 	go func() {

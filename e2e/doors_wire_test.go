@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // The wire door rows: what the public listener does with a request that
@@ -46,13 +47,7 @@ func wireAnswer(req *http.Request, _ []byte) (string, bool) {
 // refusedURL returns the URL of a loopback address nothing listens on.
 func refusedURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
+	return "http://" + testkit.ClosedAddr(t)
 }
 
 // wireConfig is the config of the wire rows: limited routes to up (a 2 s

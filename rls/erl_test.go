@@ -3,11 +3,8 @@ package rls_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/sluice-gw/sluice/gateway"
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
 
@@ -314,25 +312,12 @@ func startERL(t *testing.T, bin, redisAddr string) rlsv3.RateLimitServiceClient 
 	}
 }
 
-// freePorts returns n loopback ports that were free a moment ago.
+// freePorts returns n distinct loopback ports that were free a moment ago.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	}
-	var errs []error
-	for _, l := range ls {
-		errs = append(errs, l.Close())
-	}
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(fmt.Errorf("free ports: %w", err))
+	for _, p := range testkit.FreePorts(t, n) {
+		out = append(out, strconv.Itoa(p))
 	}
 	return out
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
+	"github.com/sluice-gw/sluice/internal/gatewaytest"
 )
 
 // instance is one sluice serving the rate limit service on loopback.
@@ -53,19 +54,7 @@ func start(t *testing.T, yaml string, files map[string]string, deps gateway.Deps
 	if err != nil {
 		t.Fatalf("config.Load: %v", err)
 	}
-	g, err := gateway.New(cfg, deps)
-	if err != nil {
-		t.Fatalf("gateway.New: %v", err)
-	}
-	srv := gateway.NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck // the test is over
-	})
+	srv := gatewaytest.Start(t, gatewaytest.New(t, cfg, deps))
 	conn, err := grpc.NewClient(srv.RLSAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

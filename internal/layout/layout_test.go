@@ -64,6 +64,10 @@ var allowed = map[string][]string{
 	"internal/layout":    {},
 	// Self-signed TLS certificates for tests.
 	"internal/testcert": {},
+	// Loopback listeners and the servers tests run on them.
+	"internal/testkit": {},
+	// Gateways built and started for tests outside package gateway.
+	"internal/gatewaytest": {"gateway", "config"},
 }
 
 type pkg struct {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // sentinelView is what a fake sentinel says of master set "m": master is
@@ -26,11 +28,6 @@ type sentinelView struct {
 // fakeSentinel serves v on a loopback port and returns its address.
 func fakeSentinel(t *testing.T, v sentinelView) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	if v.configured == "" {
 		v.configured = v.master
 	}
@@ -47,54 +44,38 @@ func fakeSentinel(t *testing.T, v sentinelView) string {
 		}
 		return b
 	}
-	go func() {
+	return testkit.ServeConns(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := readResp(r, 0)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					req, err := readResp(r, 0)
-					if err != nil {
-						return
-					}
-					args, _ := req.([]any)
-					cmd := make([]string, len(args))
-					for i, a := range args {
-						cmd[i], _ = a.(string)
-					}
-					switch strings.ToUpper(strings.Join(cmd, " ")) {
-					case "SENTINEL MASTER M":
-						if v.hideEpoch {
-							fmt.Fprint(c, "-NOPERM this user has no permissions to run the 'sentinel|master' command\r\n")
-						} else {
-							fmt.Fprint(c, bulk("name", "m", "ip", chost, "port", cport, "flags", flags, "config-epoch", fmt.Sprint(v.epoch)))
-						}
-					case "SENTINEL GET-MASTER-ADDR-BY-NAME M":
-						fmt.Fprint(c, bulk(host, port))
-					default:
-						fmt.Fprint(c, "-ERR unknown command\r\n")
-					}
+			args, _ := req.([]any)
+			cmd := make([]string, len(args))
+			for i, a := range args {
+				cmd[i], _ = a.(string)
+			}
+			switch strings.ToUpper(strings.Join(cmd, " ")) {
+			case "SENTINEL MASTER M":
+				if v.hideEpoch {
+					fmt.Fprint(c, "-NOPERM this user has no permissions to run the 'sentinel|master' command\r\n")
+				} else {
+					fmt.Fprint(c, bulk("name", "m", "ip", chost, "port", cport, "flags", flags, "config-epoch", fmt.Sprint(v.epoch)))
 				}
-			}()
+			case "SENTINEL GET-MASTER-ADDR-BY-NAME M":
+				fmt.Fprint(c, bulk(host, port))
+			default:
+				fmt.Fprint(c, "-ERR unknown command\r\n")
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // closedAddr returns a loopback address nothing listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testkit.ClosedAddr(t)
 }
 
 // TestSentinelsNameNewestView: the master a dial is checked against is the

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -227,11 +228,7 @@ func TestLazyConnect(t *testing.T) {
 	// New dials nothing: a listener sees no connection from it. (A dial
 	// New made would wait in the accept queue, so the short deadline below
 	// cannot miss it however busy the machine is.)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := testkit.Listen(t)
 	mustNew(t, Options{Addrs: []string{ln.Addr().String()}})
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(50 * time.Millisecond))
 	if c, err := ln.Accept(); err == nil {
@@ -244,7 +241,7 @@ func TestLazyConnect(t *testing.T) {
 	out := make([]ratelimit.Decision, 1)
 	// A connection error, not a timeout: the call failed as soon as the
 	// dial was refused instead of waiting out the Timeout.
-	_, err = s.Evaluate(context.Background(), req, out)
+	_, err := s.Evaluate(context.Background(), req, out)
 	if kind := ErrorKind(err); kind != "connection" {
 		t.Fatalf("Evaluate with Redis down: %v (kind %q), want a connection error", err, kind)
 	}

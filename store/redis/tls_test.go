@@ -3,13 +3,13 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sluice-gw/sluice/internal/redistest"
 	"github.com/sluice-gw/sluice/internal/testcert"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -18,12 +18,7 @@ import (
 func TestTLS(t *testing.T) {
 	redistest.Require(t)
 	certFile, keyFile, pool := testcert.SelfSigned(t, t.TempDir())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testkit.FreePorts(t, 1)[0]
 	srv, err := redistest.StartServer(redistest.ServerOptions{Args: []string{
 		"--tls-port", strconv.Itoa(port),
 		"--tls-cert-file", certFile,
