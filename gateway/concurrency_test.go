@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -342,11 +343,7 @@ func eventually200(t *testing.T, front, path string) {
 // say) holds its slot while the two sides are piped, and gives it back when
 // the client closes.
 func TestConcurrencyUpgradeHoldsSlot(t *testing.T) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upLn.Close()
+	upLn := testkit.Listen(t)
 	go func() {
 		for {
 			c, err := upLn.Accept()
@@ -366,15 +363,7 @@ func TestConcurrencyUpgradeHoldsSlot(t *testing.T) {
 	}()
 	cfg := leaseConfig("http://"+upLn.Addr().String(), 1, 30*time.Second)
 	g := newTestGateway(t, cfg)
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
+	srv := startServer(t, g)
 	upgrade := func() (net.Conn, int) {
 		t.Helper()
 		c, err := net.DialTimeout("tcp", srv.Addr().String(), 5*time.Second)

@@ -70,7 +70,7 @@ func TestMaxConnsRefusesTheExcess(t *testing.T) {
 	cfg := testConfig(config.Route{ID: "hello", Match: config.Match{Path: "/hello"}, Respond: &config.Respond{Status: 200, Body: "hi\n"}})
 	cfg.Server.MaxConns = bound
 	g := newTestGateway(t, cfg)
-	srv, _, _ := startServer(t, g)
+	srv, _, _ := startServerURLs(t, g)
 	addr := srv.Addr().String()
 	held := make([]net.Conn, bound)
 	for i := range held {
@@ -106,7 +106,7 @@ func TestMaxConnsPerIP(t *testing.T) {
 	cfg := testConfig(config.Route{ID: "hello", Match: config.Match{Path: "/hello"}, Respond: &config.Respond{Status: 200, Body: "hi\n"}})
 	cfg.Server.MaxConnsPerIP = 2
 	g := newTestGateway(t, cfg)
-	srv, _, _ := startServer(t, g)
+	srv, _, _ := startServerURLs(t, g)
 	addr := srv.Addr().String()
 	for i := range 2 {
 		if _, res, _ := openConn(t, addr, "127.0.0.1"); res.StatusCode != 200 {

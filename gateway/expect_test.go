@@ -20,7 +20,7 @@ import (
 // request leaves the gateway's in-flight count.
 func TestExpectRefusalSameAnswer(t *testing.T) {
 	g := newTestGateway(t, testConfig(limitedRoute("up", "/up", "ok")))
-	srv, _, _ := startServer(t, g)
+	srv, _, _ := startServerURLs(t, g)
 	// exchange sends raw (and body after a 100 Continue) on a connection
 	// of its own and returns the final answer, its body and, when
 	// checkClose, whether the gateway closed the connection after it.

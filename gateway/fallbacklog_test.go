@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
@@ -42,12 +42,7 @@ func (s *syncBuffer) String() string {
 // and the dead address.
 func deadRedisGateway(t *testing.T, mode config.OnError) (*Gateway, *syncBuffer, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := testkit.ClosedAddr(t)
 	logs := &syncBuffer{}
 	rc := limitedRoute("hello", "/hello", "hi\n")
 	rc.Limits[0].Key = httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User"}}
@@ -150,7 +145,7 @@ func TestAllowSendsNoQuota(t *testing.T) {
 // 0 before any request, 1 once a request was decided without Redis.
 func TestFallbackActiveGauge(t *testing.T) {
 	g, _, _ := deadRedisGateway(t, config.OnErrorLocal)
-	_, _, admin := startServer(t, g)
+	_, _, admin := startServerURLs(t, g)
 	if _, metrics, _ := get(t, admin+"/metrics"); !strings.Contains(metrics, "sluice_fallback_active 0") {
 		t.Errorf("before any request: want sluice_fallback_active 0")
 	}

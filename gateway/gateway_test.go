@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -34,16 +33,6 @@ func testConfig(routes ...config.Route) *config.Config {
 
 func upstreamRoute(id, path, upstream string) config.Route {
 	return config.Route{ID: id, Match: config.Match{Path: path}, Upstream: upstream, Timeout: 5 * time.Second}
-}
-
-func newTestGateway(t *testing.T, cfg *config.Config) *Gateway {
-	t.Helper()
-	g, err := New(cfg, Deps{})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
 }
 
 // problemBody decodes a docs/semantics.md §5.3 error body and checks its common shape.
@@ -254,11 +243,7 @@ func TestStreamingIsFlushed(t *testing.T) {
 func TestHeaderLimitAnswersJSON431(t *testing.T) {
 	cfg := testConfig(config.Route{ID: "hello", Match: config.Match{Path: "/hello"}, Respond: &config.Respond{Status: 200, Body: "hi"}})
 	g := newTestGateway(t, cfg)
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
+	srv := startServer(t, g)
 	base := "http://" + srv.Addr().String()
 
 	get := func(extra int) *http.Response {

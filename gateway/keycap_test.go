@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -21,12 +21,7 @@ import (
 // is logged again. For the memory store and for the local fallback of a
 // Redis store (here unreachable, so the fallback decides).
 func TestKeyCapObservable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadRedis := ln.Addr().String()
-	ln.Close()
+	deadRedis := testkit.ClosedAddr(t)
 	const warning = "store.memory.max_keys reached"
 	for _, tt := range []struct{ storeType, label string }{
 		{config.StoreMemory, "memory"},

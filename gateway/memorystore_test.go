@@ -1,13 +1,13 @@
 package gateway
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/store/memory"
 )
 
@@ -27,12 +27,7 @@ func TestMemoryMaxKeysDefault(t *testing.T) {
 func TestMemoryMaxKeys(t *testing.T) {
 	// A Redis address that refuses connections: every decision falls back
 	// to the local store (on_error local).
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadRedis := ln.Addr().String()
-	ln.Close()
+	deadRedis := testkit.ClosedAddr(t)
 
 	for _, tt := range []struct {
 		name      string

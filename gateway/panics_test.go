@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,16 +57,7 @@ func panicGateway(t *testing.T, cfg *config.Config) (*Gateway, *Server, *syncBuf
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck // the test is over
-	})
-	return g, srv, logs
+	return g, startServer(t, g), logs
 }
 
 // panicLogs returns the panic records in logs: how many carry a stack, and

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -26,15 +25,7 @@ func TestExpectContinueAndHTTP10(t *testing.T) {
 	streamUp := newChunkedUpstream(t)
 	stream.Upstream = streamUp
 	g := newTestGateway(t, testConfig(upstreamRoute("api", "/api", up.URL), stream))
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
+	srv := startServer(t, g)
 	dial := func() (net.Conn, *bufio.Reader) {
 		c, err := net.DialTimeout("tcp", srv.Addr().String(), 5*time.Second)
 		if err != nil {

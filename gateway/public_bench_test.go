@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -21,12 +22,8 @@ import (
 // everything (users rotate over 1024 keys), and with that limit and a
 // global one, as the gateway benchmarks against nginx carry.
 func BenchmarkServePublic(b *testing.B) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
-	go up.Serve(upLn)
+	upAddr := testkit.Serve(b, up.Serve)
 	defer up.Shutdown()
 	perUser := []config.Limit{{Policy: "big", Key: httplimit.Key{{Source: httplimit.SourceHeader, Name: "X-User-Id"}}}}
 	perUserGlobal := append(perUser[:1:1], config.Limit{Policy: "global", Key: httplimit.Key{{Source: httplimit.SourceConst, Name: "global"}}})
@@ -39,8 +36,8 @@ func BenchmarkServePublic(b *testing.B) {
 		{"respond", config.Route{ID: "r", Match: config.Match{Path: "/api/**"}, Respond: respond}, nil},
 		{"respond+limit", config.Route{ID: "r", Match: config.Match{Path: "/api/**"}, Respond: respond}, perUser},
 		{"respond+2limits", config.Route{ID: "r", Match: config.Match{Path: "/api/**"}, Respond: respond}, perUserGlobal},
-		{"proxy", upstreamRoute("r", "/api/**", "http://"+upLn.Addr().String()), nil},
-		{"proxy+limit", upstreamRoute("r", "/api/**", "http://"+upLn.Addr().String()), perUser},
+		{"proxy", upstreamRoute("r", "/api/**", "http://"+upAddr), nil},
+		{"proxy+limit", upstreamRoute("r", "/api/**", "http://"+upAddr), perUser},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			rc := c.route

@@ -76,11 +76,7 @@ func TestMalformedRequestBodyIs400(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
+	srv := startServer(t, g)
 
 	const head = "POST /api HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 	for _, tt := range []struct {
@@ -194,16 +190,8 @@ func TestStalledRequestBodyIs408(t *testing.T) {
 	api, slowRoute := upstreamRoute("api", "/api", up.URL), upstreamRoute("slow", "/slow", slow.URL)
 	api.Timeout, slowRoute.Timeout = 300*time.Millisecond, 300*time.Millisecond
 	g := newTestGateway(t, testConfig(api, slowRoute))
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		// Bounded: a request stuck on its body would hold Shutdown forever.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
+	// Bounded (startServer): a request stuck on its body would hold Shutdown forever.
+	srv := startServer(t, g)
 
 	start := time.Now()
 	resp := rawRequest(t, srv.Addr().String(), "POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")

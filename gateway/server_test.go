@@ -19,13 +19,11 @@ func limitedRoute(id, path, body string) config.Route {
 		Limits: []config.Limit{{Policy: "three", Key: httplimit.Key{{Source: httplimit.SourceConst, Name: "all"}}, Cost: 1, OnEmptyKey: httplimit.EmptyKeyDeny}}}
 }
 
-func startServer(t *testing.T, g *Gateway) (*Server, string, string) {
+// startServerURLs starts a Server for g (startServer) and returns it with
+// the base URLs of its public and admin listeners.
+func startServerURLs(t *testing.T, g *Gateway) (*Server, string, string) {
 	t.Helper()
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv := startServer(t, g)
 	return srv, "http://" + srv.Addr().String(), "http://" + srv.AdminAddr().String()
 }
 
@@ -51,7 +49,7 @@ func TestLimitsMetricsAndAdmin(t *testing.T) {
 	proxied.Limits = limitedRoute("", "", "").Limits
 	cfg := testConfig(limitedRoute("hello", "/hello", "hi\n"), proxied)
 	cfg.Admin.Token = "s3cret"
-	_, base, admin := startServer(t, newTestGateway(t, cfg))
+	_, base, admin := startServerURLs(t, newTestGateway(t, cfg))
 
 	for i, want := range []int{200, 200, 200, 429, 429} {
 		if code, _, _ := get(t, base+"/hello"); code != want {
@@ -103,7 +101,7 @@ func TestSwapKeepsBudgetAndFinishesInFlight(t *testing.T) {
 	})
 	cfg1 := testConfig(limitedRoute("hello", "/hello", "one\n"), upstreamRoute("slow", "/slow", up))
 	g1 := newTestGateway(t, cfg1)
-	srv, base, _ := startServer(t, g1)
+	srv, base, _ := startServerURLs(t, g1)
 
 	for range 2 {
 		if code, body, _ := get(t, base+"/hello"); code != 200 || body != "one\n" {
@@ -153,10 +151,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		w.Write([]byte("finished"))
 	})
 	g := newTestGateway(t, testConfig(upstreamRoute("slow", "/slow", up)))
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := startServer(t, g)
 	base := "http://" + srv.Addr().String()
 	slow := make(chan string)
 	go func() { _, body, _ := get(t, base+"/slow"); slow <- body }()

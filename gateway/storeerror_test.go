@@ -40,7 +40,7 @@ func TestStoreDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, base, admin := startServer(t, g)
+			_, base, admin := startServerURLs(t, g)
 			code, body, h := get(t, base+"/hello")
 			if code != tt.status {
 				t.Errorf("status with the store down, on_error %s = %d %s, want %d", tt.mode, code, body, tt.status)
@@ -77,7 +77,7 @@ func TestInProcessStoreDownLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base, admin := startServer(t, g)
+	_, base, admin := startServerURLs(t, g)
 	for i := range 8 {
 		if code, body, h := get(t, base+"/hello"); code != 503 || h.Get("Retry-After") != "1" {
 			t.Fatalf("request %d with the store down, on_error local = %d %s (Retry-After %q), want 503 with Retry-After 1", i+1, code, body, h.Get("Retry-After"))
@@ -105,7 +105,7 @@ func TestFallbackCountedPerRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base, admin := startServer(t, g)
+	_, base, admin := startServerURLs(t, g)
 	for _, path := range []string{"/a", "/a", "/b"} {
 		if code, body, _ := get(t, base+path); code != 200 {
 			t.Fatalf("GET %s with the store down, on_error allow = %d %s, want 200", path, code, body)

@@ -31,7 +31,7 @@ func tracedGateway(t *testing.T, sample float64) (string, *tracetest.InMemoryExp
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	_, base, _ := startServer(t, g)
+	_, base, _ := startServerURLs(t, g)
 	upstreamTraceparent := func() string {
 		if s := last.Load(); s != nil {
 			return s.Header.Get("Traceparent")
@@ -133,7 +133,7 @@ func TestTracingSampleZero(t *testing.T) {
 func TestTracingOff(t *testing.T) {
 	up, last := recordingUpstream(t)
 	g := newTestGateway(t, testConfig(upstreamRoute("api", "/up", up.URL)))
-	_, base, _ := startServer(t, g)
+	_, base, _ := startServerURLs(t, g)
 	const incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	get(t, base+"/up", "Traceparent", incoming)
 	if got := last.Load().Header.Get("Traceparent"); got != incoming {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // TestUpgradeRoundTrip: a websocket-style Upgrade request reaches the
@@ -19,11 +19,7 @@ import (
 // 101 reaches the client, and bytes then flow both ways over the two
 // connections piped together, with the limits decided once.
 func TestUpgradeRoundTrip(t *testing.T) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upLn.Close()
+	upLn := testkit.Listen(t)
 	seen := make(chan *http.Request, 1)
 	go func() {
 		c, err := upLn.Accept()
@@ -50,15 +46,7 @@ func TestUpgradeRoundTrip(t *testing.T) {
 	rc := upstreamRoute("ws", "/ws", "http://"+upLn.Addr().String())
 	rc.Limits = []config.Limit{{Policy: "three", Key: httplimit.Key{{Source: httplimit.SourceConst, Name: "all"}}}}
 	g := newTestGateway(t, testConfig(rc))
-	srv := NewServer(g, nil)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
+	srv := startServer(t, g)
 
 	c, err := net.DialTimeout("tcp", srv.Addr().String(), 5*time.Second)
 	if err != nil {

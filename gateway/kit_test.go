@@ -10,9 +10,45 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"sync"
+	"testing"
+	"time"
 
+	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
 )
+
+// This file is package gateway's in-package test kit (docs/layout.md, "The
+// test kit"): the gateway's own tests cannot import internal/gatewaytest,
+// which imports gateway, so they build and start gateways and servers here.
+
+// newTestGateway returns a gateway for cfg, closed at t's cleanup.
+func newTestGateway(t *testing.T, cfg *config.Config) *Gateway {
+	t.Helper()
+	g, err := New(cfg, Deps{})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// startServer starts a Server for g (NewServer(g, nil): its own logs are
+// discarded) on the listeners g's configuration names, and shuts it down at
+// tb's cleanup, cutting off what still runs after 5 s. A test may shut the
+// server down itself before; the cleanup's Shutdown is then harmless.
+func startServer(tb testing.TB, g *Gateway) *Server {
+	tb.Helper()
+	srv := NewServer(g, nil)
+	if err := srv.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // the test is over
+	})
+	return srv
+}
 
 // testEngines are the loopback public listeners of the gateways tests
 // serve through ServeHTTP, one per gateway.
@@ -133,7 +169,9 @@ func (c *peerConn) RemoteAddr() net.Addr {
 }
 
 // testListener returns the listener g's test engine serves on, starting it
-// on first use.
+// on first use. ServeHTTP, which calls it, has no test to tie the listener
+// to (testkit.Listen closes its listener at a test's cleanup), so this one
+// listener comes from net.Listen and lives as long as the test binary.
 func (g *Gateway) testListener() *peerListener {
 	if ln, ok := testEngines.Load(g); ok {
 		return ln.(*peerListener)
