@@ -2,7 +2,6 @@ package fastengine
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 
@@ -24,21 +23,15 @@ func TestPanicInEngineHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	ps := newPublicServer(func(ctx *fasthttp.RequestCtx) {
+	addr := serveEngine(t, func(ctx *fasthttp.RequestCtx) {
 		if len(ctx.Request.Header.Peek("X-Test-Panic")) > 0 {
 			panic("test panic past the gateway's handler")
 		}
 		ctx.SetBodyString("ok")
 	}, nil, config.Server{}, ServerOptions{Log: log, Metrics: m, Panics: core.NewPanics(m, log, nil)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ps.Serve(ln) //nolint:errcheck // ends with the listener
-	t.Cleanup(func() { ps.Shutdown() })
 	get := func(panicking bool) *http.Response {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+ln.Addr().String()+"/", nil)
+		req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+addr+"/", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

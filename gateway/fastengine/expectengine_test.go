@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // closer records that the engine closed it.
@@ -18,8 +21,9 @@ type closer struct{ closed atomic.Bool }
 
 func (c *closer) Close() error { c.closed.Store(true); return nil }
 
-// TestExpectEngine pins what Handler.Expect relies on in the engine, so
-// that a fasthttp upgrade that changes it fails here:
+// TestExpectEngine pins what Handler.Expect relies on in the engine (the
+// public server, built by serveEngine), so that a fasthttp upgrade that
+// changes it fails here:
 // ExpectHandler runs before 100 Continue is sent; when it returns another
 // status, the response it wrote (status, headers, body) is the answer, the
 // handler is not called and the connection is closed; when it returns 100,
@@ -29,39 +33,27 @@ func (c *closer) Close() error { c.closed.Store(true); return nil }
 func TestExpectEngine(t *testing.T) {
 	var handled atomic.Int32
 	var kept *closer
-	srv := &fasthttp.Server{
-		ExpectHandler: func(ctx *fasthttp.RequestCtx) int {
-			if string(ctx.Path()) == "/refuse" {
-				ctx.Response.Header.Set("X-Quota", "0")
-				ctx.Response.Header.SetContentType("application/problem+json")
-				ctx.Response.SetStatusCode(http.StatusTooManyRequests)
-				ctx.Response.SetBodyString(`{"status":429}`)
-				return http.StatusTooManyRequests
-			}
-			kept = &closer{}
-			ctx.SetUserValue(pendingKey{}, kept)
-			return fasthttp.StatusContinue
-		},
-		Handler: func(ctx *fasthttp.RequestCtx) {
-			handled.Add(1)
-			if ctx.UserValue(pendingKey{}) != kept {
-				t.Error("the handler does not see the user value ExpectHandler set")
-			}
-			body, _ := io.ReadAll(ctx.RequestBodyStream())
-			ctx.SetBodyString("got " + string(body))
-		},
-		StreamRequestBody:     true,
-		MaxRequestBodySize:    1,
-		NoDefaultServerHeader: true,
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
-	defer srv.Shutdown()
+	addr := serveEngine(t, func(ctx *fasthttp.RequestCtx) {
+		handled.Add(1)
+		if ctx.UserValue(pendingKey{}) != kept {
+			t.Error("the handler does not see the user value ExpectHandler set")
+		}
+		body, _ := io.ReadAll(ctx.RequestBodyStream())
+		ctx.SetBodyString("got " + string(body))
+	}, func(ctx *fasthttp.RequestCtx) int {
+		if string(ctx.Path()) == "/refuse" {
+			ctx.Response.Header.Set("X-Quota", "0")
+			ctx.Response.Header.SetContentType("application/problem+json")
+			ctx.Response.SetStatusCode(http.StatusTooManyRequests)
+			ctx.Response.SetBodyString(`{"status":429}`)
+			return http.StatusTooManyRequests
+		}
+		kept = &closer{}
+		ctx.SetUserValue(pendingKey{}, kept)
+		return fasthttp.StatusContinue
+	}, config.Server{}, ServerOptions{})
 	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,16 +103,12 @@ func TestExpectEngine(t *testing.T) {
 }
 
 func TestHeaderBytesCountsRequestLineAndHeaders(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := make(chan int, 1)
 	hs := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { got <- headerBytes(&ctx.Request.Header) }}
-	go hs.Serve(ln)
+	addr := testkit.Serve(t, hs.Serve)
 	defer hs.Shutdown()
 	raw := "GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nX-One: 1\r\nUser-Agent: t\r\n\r\n"
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

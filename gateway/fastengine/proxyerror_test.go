@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/internal/testkit"
 	"github.com/sluice-gw/sluice/metrics"
 )
 
@@ -41,11 +42,7 @@ func TestUpstreamFailuresCarryStatus(t *testing.T) {
 		}
 	}
 	// The route's timeout on a real upstream that accepts and never answers.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := testkit.Listen(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -110,19 +107,5 @@ func TestBodyReadErrorIs400(t *testing.T) {
 // newHostileListener returns the address of a listener that reads whatever
 // comes and never answers.
 func newHostileListener(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(io.Discard, c) }()
-		}
-	}()
-	return ln.Addr().String()
+	return testkit.ServeConns(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 }
