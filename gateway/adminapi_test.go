@@ -124,6 +124,7 @@ func TestAdminLimitsPeekAndReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveTestEngine(t, g)
 	defer g.Close()
 
 	// A key never seen shows its full budget, and GET consumes nothing.
@@ -243,6 +244,7 @@ func TestOverridesSurviveReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveTestEngine(t, g2)
 	defer g2.Close()
 	if _, _, h := call(t, g2, "GET", "/api/x", "", "X-User", "u1"); h.Get("X-Ratelimit-Limit") != "100" {
 		t.Errorf("after reload: limit %s, want 100 (override kept)", h.Get("X-Ratelimit-Limit"))
@@ -305,6 +307,7 @@ func TestAccessLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		serveTestEngine(t, g)
 		for range 4 {
 			call(t, g, "GET", "/api/x", "", "X-User", "secret-user")
 		}
@@ -335,6 +338,7 @@ func TestAccessLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveTestEngine(t, g)
 	defer g.Close()
 	call(t, g, "GET", "/api/x", "", "X-User", "u")
 	if buf.Len() != 0 {
@@ -354,6 +358,7 @@ func TestAccessLogBoundsClientFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveTestEngine(t, g)
 	defer g.Close()
 	call(t, g, strings.Repeat("M", 1<<20), "/api/x", "", "X-User", "u")
 	call(t, g, "GET", "/api/x", "", "X-User", strings.Repeat("k", 1<<20))

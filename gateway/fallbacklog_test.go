@@ -54,6 +54,7 @@ func deadRedisGateway(t *testing.T, mode config.OnError) (*Gateway, *syncBuffer,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
+	serveTestEngine(t, g)
 	return g, logs, dead
 }
 

@@ -41,6 +41,7 @@ func TestKeyCapObservable(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { g.Close() })
+			serveTestEngine(t, g)
 			users := 0
 			send := func(n int) {
 				for range n {

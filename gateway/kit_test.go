@@ -15,13 +15,15 @@ import (
 
 	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
+	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
 // This file is package gateway's in-package test kit (docs/layout.md, "The
 // test kit"): the gateway's own tests cannot import internal/gatewaytest,
 // which imports gateway, so they build and start gateways and servers here.
 
-// newTestGateway returns a gateway for cfg, closed at t's cleanup.
+// newTestGateway returns a gateway for cfg with its test engine
+// (serveTestEngine), both closed at t's cleanup.
 func newTestGateway(t *testing.T, cfg *config.Config) *Gateway {
 	t.Helper()
 	g, err := New(cfg, Deps{})
@@ -29,6 +31,7 @@ func newTestGateway(t *testing.T, cfg *config.Config) *Gateway {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { g.Close() })
+	serveTestEngine(t, g)
 	return g
 }
 
@@ -50,9 +53,37 @@ func startServer(tb testing.TB, g *Gateway) *Server {
 	return srv
 }
 
-// testEngines are the loopback public listeners of the gateways tests
-// serve through ServeHTTP, one per gateway.
-var testEngines sync.Map // *Gateway -> *peerListener
+// testEngines are the test engines of the gateways tests serve through
+// ServeHTTP, one per gateway.
+var testEngines sync.Map // *Gateway -> *testEngine
+
+// testEngine is a gateway's public server on the fasthttp engine, serving
+// on a loopback listener whose connections report the peers ServeHTTP
+// gives them.
+type testEngine struct {
+	addr  string   // the listener's address
+	peers sync.Map // client address -> netip.AddrPort
+}
+
+// serveTestEngine starts g's test engine, through which ServeHTTP serves
+// g: the public server of the fasthttp engine (fastengine.NewServer, with
+// g's server section, logger, metrics and panics), on a loopback listener
+// from testkit. At tb's cleanup the listener closes and ServeHTTP no longer
+// serves g. A test that builds a gateway with New rather than
+// newTestGateway calls it before serving the gateway through ServeHTTP.
+func serveTestEngine(tb testing.TB, g *Gateway) {
+	tb.Helper()
+	e := &testEngine{}
+	srv := fastengine.NewServer(g.cfg.Server, func() (*fastengine.Handler, func()) { return g.engine, func() {} },
+		fastengine.ServerOptions{Log: g.log, Metrics: g.metrics, Panics: g.panics})
+	e.addr = testkit.Serve(tb, func(ln net.Listener) error {
+		return srv.Serve(&peerListener{Listener: ln, peers: &e.peers})
+	})
+	if _, loaded := testEngines.LoadOrStore(g, e); loaded {
+		tb.Fatal("test engine: the gateway has one already")
+	}
+	tb.Cleanup(func() { testEngines.Delete(g) })
+}
 
 // ServeHTTP serves r through g's public handler on the fasthttp engine, as
 // the public listener does, over a loopback connection whose peer the
@@ -60,10 +91,16 @@ var testEngines sync.Map // *Gateway -> *peerListener
 // the body is streamed (cut off, with the write side closed, when reading
 // it fails), and the answer is copied to w as it arrives, each read
 // flushed. It lets the tests use g as an http.Handler
-// (httptest.NewServer(g), g.ServeHTTP(rec, req)).
+// (httptest.NewServer(g), g.ServeHTTP(rec, req)) while g's test engine
+// serves (serveTestEngine); without one it answers 500.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ln := g.testListener()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	v, ok := testEngines.Load(g)
+	if !ok {
+		http.Error(w, "test engine: none serves this gateway (newTestGateway or serveTestEngine starts it)", http.StatusInternalServerError)
+		return
+	}
+	e := v.(*testEngine)
+	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		http.Error(w, "test engine: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -73,8 +110,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		peer = ap
 	}
-	ln.peers.Store(c.LocalAddr().String(), peer)
-	defer ln.peers.Delete(c.LocalAddr().String())
+	e.peers.Store(c.LocalAddr().String(), peer)
+	defer e.peers.Delete(c.LocalAddr().String())
 	stop := context.AfterFunc(r.Context(), func() { c.Close() }) // the client leaves
 	defer stop()
 	go writeTestRequest(c.(*net.TCPConn), r)
@@ -144,7 +181,7 @@ func writeTestRequest(c *net.TCPConn, r *http.Request) {
 // the test gave for them (ServeHTTP registers it by the client's address).
 type peerListener struct {
 	net.Listener
-	peers sync.Map // client address -> netip.AddrPort
+	peers *sync.Map // client address -> netip.AddrPort
 }
 
 func (l *peerListener) Accept() (net.Conn, error) {
@@ -166,27 +203,4 @@ func (c *peerConn) RemoteAddr() net.Addr {
 		return net.TCPAddrFromAddrPort(p.(netip.AddrPort))
 	}
 	return c.Conn.RemoteAddr()
-}
-
-// testListener returns the listener g's test engine serves on, starting it
-// on first use. ServeHTTP, which calls it, has no test to tie the listener
-// to (testkit.Listen closes its listener at a test's cleanup), so this one
-// listener comes from net.Listen and lives as long as the test binary.
-func (g *Gateway) testListener() *peerListener {
-	if ln, ok := testEngines.Load(g); ok {
-		return ln.(*peerListener)
-	}
-	tcp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("test engine: " + err.Error())
-	}
-	ln := &peerListener{Listener: tcp}
-	if prev, loaded := testEngines.LoadOrStore(g, ln); loaded {
-		tcp.Close()
-		return prev.(*peerListener)
-	}
-	srv := fastengine.NewServer(g.cfg.Server, func() (*fastengine.Handler, func()) { return g.engine, func() {} },
-		fastengine.ServerOptions{Log: g.log, Metrics: g.metrics, Panics: g.panics})
-	go srv.Serve(ln) //nolint:errcheck // ends when the listener closes
-	return ln
 }

@@ -206,6 +206,7 @@ func BenchmarkAbusiveKeyOnRedis(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.Close()
+			serveTestEngine(b, g)
 			req := httptest.NewRequest("GET", "/hello", nil)
 			req.Header.Set("X-User", "abuser")
 			for range 2 {

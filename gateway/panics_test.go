@@ -275,6 +275,7 @@ func TestPanicSitesSurviveReload(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		t.Cleanup(func() { g.Close() })
+		serveTestEngine(t, g)
 		front := httptest.NewServer(g)
 		defer front.Close()
 		problemBody(t, getWith(t, front.URL, "/slow", panicHeader, "decide"), http.StatusInternalServerError)
