@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -42,10 +41,9 @@ type scratch struct {
 	anon     []bool     // per limit
 	reqs     []ratelimit.Request
 	out      []ratelimit.Decision
-	limitOf  []int // limit index of each request
-	evals    []outcome
-	verdicts []Verdict
-	violated []string
+	limitOf  []int     // limit index of each request
+	verdicts []Verdict // per request, its limit's identity until settled
+	dec      Evaluated
 	buf      []byte
 	ev       Event
 }
@@ -129,8 +127,8 @@ func New(o Options) (*Middleware, error) {
 			reqs:     make([]ratelimit.Request, 0, n),
 			out:      make([]ratelimit.Decision, n),
 			limitOf:  make([]int, 0, n),
-			evals:    make([]outcome, 0, n),
 			verdicts: make([]Verdict, 0, n),
+			dec:      Evaluated{evals: make([]outcome, 0, n)},
 		}
 	}
 	return m, nil
@@ -285,7 +283,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Decide decides r against every limit and fills in res (reset first): the
 // rate-limit headers, and whether r goes on or is answered 403, 429, 503
 // (or as OnStoreError says). A request admitted on concurrency limits
-// holds leases (res.HasLeases): the caller takes them over with Hold and
+// holds leases: the caller takes them over with Hold and
 // releases them when the response has ended. It calls Options.Observe once, and holds r for
 // a shape-mode delay before it returns. It is the engine-neutral core of
 // the middleware: Handler is its net/http adapter, and the gateway has one
@@ -309,12 +307,13 @@ func (m *Middleware) release(sc *scratch) {
 		clear(sc.parts[i])
 	}
 	sc.ev = Event{}
+	sc.dec.Err = nil
 	m.scratch.Put(sc)
 }
 
 // decide is Decide with its scratch memory.
 func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
-	sc.reqs, sc.limitOf = sc.reqs[:0], sc.limitOf[:0]
+	sc.reqs, sc.limitOf, sc.verdicts = sc.reqs[:0], sc.limitOf[:0], sc.verdicts[:0]
 	sc.ev = Event{Route: m.route}
 	for i := range m.limits {
 		if l := &m.limits[i]; !m.addRequest(r, l, sc, i) {
@@ -337,10 +336,19 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 	// second (fixed_window, W a whole number of seconds) report
 	// X-RateLimit-Reset one second late.
 	before := m.clock.Now().Truncate(time.Microsecond)
-	admitted, err := m.store.Evaluate(r.Context(), sc.reqs, sc.out)
+	ctx := r.Context()
+	out := sc.out[:len(sc.reqs)]
+	admitted, err := m.store.Evaluate(ctx, sc.reqs, out)
+	e := &sc.dec
+	e.Requests, e.Decisions, e.Verdicts = sc.reqs, out, sc.verdicts
+	e.Admitted, e.Err, e.At, e.Leases = admitted, err, before, m.leases
+	e.policyField = nil
+	if err == nil {
+		e.policyField = m.defaultPolicyField(sc)
+	}
+	watch, _ := r.(ClientWatcher)
+	e.settle(ctx, watch, res, &sc.ev, func(ev *Event) { m.emit(r, ev) })
 	if err != nil {
-		sc.ev.Outcome, sc.ev.Err = OutcomeStoreError, err
-		m.emit(r, &sc.ev)
 		if p := m.onStoreError(r, err); p != nil {
 			res.refuse(plainProblem(p.Status, p.Detail), p.RetryAfter)
 		} else {
@@ -349,48 +357,18 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 		}
 		return
 	}
-	retry, delay := m.collect(sc)
-	res.setRateLimitHeaders(before, sc.evals, admitted, m.defaultPolicyField(sc))
 	m.setSCGHeaders(sc, res, true)
-	if !admitted {
-		sc.ev.Outcome = OutcomeLimited
-		m.emit(r, &sc.ev)
-		n := retryAfterSeconds(retry)
-		res.refuse(tooManyRequests(n, sc.violated), n)
-		return
-	}
-	for j := range sc.reqs {
-		if q := &sc.reqs[j]; q.Policy.IsConcurrency() && sc.out[j].Allowed {
-			res.leases = append(res.leases, *q)
-		}
-	}
-	sc.ev.Delay = delay
-	if delay > 0 {
-		// The leases are renewed during the hold, which may outlast
-		// their TTL; Hold then hands them on.
-		res.held = m.Hold(res)
-		if !hold(r, delay) {
-			sc.ev.Outcome = OutcomeAbandoned
-			m.emit(r, &sc.ev)
-			res.held.Release() //nolint:errcheck // an unreleased lease expires
-			res.held = nil
-			return
-		}
-	}
-	sc.ev.Outcome = OutcomeAdmitted
-	m.emit(r, &sc.ev)
-	res.Forward = true
 }
 
-// defaultPolicyField returns m.policyField when sc's evaluations are each
+// defaultPolicyField returns m.policyField when sc's requests are each
 // limit's, in order, under its own Policy and counted, which the field
 // describes; else nil.
 func (m *Middleware) defaultPolicyField(sc *scratch) []byte {
-	if len(sc.evals) != len(m.limits) {
+	if len(sc.reqs) != len(m.limits) {
 		return nil // a limit was skipped
 	}
-	for i := range sc.evals {
-		if e := &sc.evals[i]; e.policy != m.limits[i].Policy || e.d.Uncounted {
+	for j := range sc.reqs {
+		if sc.reqs[j].Policy != m.limits[j].Policy || sc.out[j].Uncounted {
 			return nil
 		}
 	}
@@ -418,6 +396,7 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 		// Spring Cloud Gateway's budget of this key value (BudgetKey).
 		sc.reqs = append(sc.reqs, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
 		sc.limitOf = append(sc.limitOf, i)
+		sc.verdicts = append(sc.verdicts, Verdict{LimitID: l.ID, Key: sc.parts[i]})
 		return true
 	}
 	if p == l.Policy {
@@ -438,6 +417,7 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	}
 	sc.reqs = append(sc.reqs, q)
 	sc.limitOf = append(sc.limitOf, i)
+	sc.verdicts = append(sc.verdicts, Verdict{LimitID: l.ID, Key: sc.parts[i], Anonymous: sc.anon[i]})
 	return true
 }
 
@@ -456,70 +436,8 @@ func (m *Middleware) resolve(r Request, l *Limit, sc *scratch, i int) (empty boo
 	return empty
 }
 
-// collect turns the store's decisions into header inputs, verdicts and the
-// violated policies; it returns the longest RetryAfter among denying limits
-// and the longest shape-mode Delay among non-shadow ones.
-func (m *Middleware) collect(sc *scratch) (retry, delay time.Duration) {
-	sc.evals, sc.verdicts, sc.violated = sc.evals[:0], sc.verdicts[:0], sc.violated[:0]
-	for j := range sc.reqs {
-		i := sc.limitOf[j]
-		l, q, d := &m.limits[i], &sc.reqs[j], sc.out[j]
-		sc.evals = append(sc.evals, outcome{policy: q.Policy, d: d, cost: max(1, q.Cost), shadow: l.Shadow})
-		v := Verdict{LimitID: l.ID, Policy: q.Policy, Key: sc.parts[i], Anonymous: sc.anon[i], Shadow: l.Shadow, Decision: d}
-		if v.Anonymous {
-			v.Key = nil
-		}
-		v.Result = ratelimit.VerdictOf(*q, d)
-		switch v.Result {
-		case ratelimit.Allowed:
-			if !l.Shadow {
-				delay = max(delay, d.Delay)
-			}
-		case ratelimit.Denied:
-			retry = max(retry, d.RetryAfter)
-			if !slices.Contains(sc.violated, q.Policy.Name()) {
-				sc.violated = append(sc.violated, q.Policy.Name())
-			}
-		}
-		sc.verdicts = append(sc.verdicts, v)
-	}
-	sc.ev.Verdicts = sc.verdicts
-	return retry, delay
-}
-
 func (m *Middleware) emit(r Request, ev *Event) {
 	if m.observe != nil {
 		m.observe(r, ev)
-	}
-}
-
-// ClientWatcher is implemented by a Request whose context does not end when
-// the client goes away (an engine that does not watch its connections while
-// a handler runs). A shape-mode hold then also ends when the channel
-// WatchClient returns is closed; stop ends the watch and is called once the
-// hold is over.
-type ClientWatcher interface {
-	WatchClient() (gone <-chan struct{}, stop func())
-}
-
-// hold waits d, as shape mode requires before forwarding, and reports
-// whether the wait completed; false means the client went away first: r's
-// context ended, or its ClientWatcher saw the client leave.
-func hold(r Request, d time.Duration) bool {
-	var gone <-chan struct{}
-	if w, ok := r.(ClientWatcher); ok {
-		var stop func()
-		gone, stop = w.WatchClient()
-		defer stop()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-gone:
-		return false
 	}
 }
