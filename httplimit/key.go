@@ -37,9 +37,9 @@ const (
 // KeyPart is one element of a rate-limit key: where its value comes from and,
 // for header, query and const parts, the name or text. Create one with
 // [ParseKey], or with [FuncKeyPart] for a value a function computes. The
-// zero value is invalid. KeyParts are comparable: two are equal when they
-// read the same value, and two FuncKeyPart results only when one is a copy
-// of the other.
+// zero value is invalid. KeyParts are comparable; == tells two FuncKeyPart
+// results apart unless one is a copy of the other, while Equal compares
+// them by name.
 type KeyPart struct {
 	Source Source
 	// Name is the canonical header name, the query parameter name or the
@@ -56,19 +56,22 @@ type keyFunc struct{ value func(Request) string }
 
 // FuncKeyPart returns a key part whose value fn computes from the request:
 // the hook for key sources httplimit does not read itself, such as a cookie
-// or a token's claim, which need other libraries. name names the part in
-// messages, in configuration syntax (String, MarshalText) and in the
-// gateway's admin API, such as "cookie:session"; it must not be blank. fn
-// is called once per request and limit, concurrently for different
-// requests, and must be fast. Its result is trimmed like every key value;
-// "" means the request has no value, so the limit's OnEmptyKey applies.
+// or a token's claim, which need other libraries. name identifies the part
+// in messages, in configuration syntax (String, MarshalText) and in the
+// gateway's admin API, such as "cookie:session"; it must not be blank, and
+// two parts of one name must compute the same value (Equal takes them as
+// equal). fn is called once per request and limit, concurrently for
+// different requests, and must be fast. Its result is trimmed like every
+// key value; "" means the request has no value, so the limit's OnEmptyKey
+// applies.
 func FuncKeyPart(name string, fn func(Request) string) KeyPart {
 	return KeyPart{Source: SourceFunc, Name: name, fn: &keyFunc{value: fn}}
 }
 
-// Equal reports whether p and q are the same part, as p == q does; it lets
-// go-cmp compare KeyParts, whose function it cannot see.
-func (p KeyPart) Equal(q KeyPart) bool { return p == q }
+// Equal reports whether p and q read the same value: the same source and
+// name. Two FuncKeyPart parts compare by name alone (so a configuration
+// parsed twice has equal keys), and go-cmp compares KeyParts with it.
+func (p KeyPart) Equal(q KeyPart) bool { return p.Source == q.Source && p.Name == q.Name }
 
 // Key is a rate-limit key: the values of its parts together name one budget.
 // A Key with several parts is a list key; it is empty when any part is.

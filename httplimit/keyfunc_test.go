@@ -85,8 +85,11 @@ func TestFuncKeyPartText(t *testing.T) {
 	if c := session; c != session || !cmp.Equal(Key{c}, Key{session}) {
 		t.Error("a copy of a FuncKeyPart differs from it")
 	}
-	if cmp.Equal(Key{session}, Key{FuncKeyPart("session:s", session.fn.value)}) {
-		t.Error("go-cmp finds two FuncKeyPart results equal")
+	if !cmp.Equal(Key{session}, Key{FuncKeyPart("session:s", nil)}) || session.Equal(FuncKeyPart("session:t", session.fn.value)) {
+		t.Error("Equal does not compare FuncKeyPart parts by name")
+	}
+	if (KeyPart{Source: SourceHeader, Name: "A"}).Equal(KeyPart{Source: SourceQuery, Name: "A"}) {
+		t.Error("Equal ignores the source")
 	}
 	store := newTestStore(t, nil)
 	for _, kp := range []KeyPart{FuncKeyPart(" ", session.fn.value), FuncKeyPart("x", nil), {Source: SourceFunc, Name: "x"}} {
