@@ -191,9 +191,6 @@ func checkLimit(l *Limit) []string {
 
 func defaultOnStoreError(Request, error) *Problem { return storeUnavailable }
 
-// Route returns Options.Route.
-func (m *Middleware) Route() string { return m.route }
-
 // Limits returns a copy of the limits, with every ID filled in.
 func (m *Middleware) Limits() []Limit { return append([]Limit(nil), m.limits...) }
 
