@@ -67,11 +67,18 @@ type Evaluated struct {
 // a store error, when it is nil.
 func (e *Evaluated) Settle(ctx context.Context, watch ClientWatcher, res *Result, ev *Event, observe func(*Event)) {
 	res.reset()
-	e.settle(ctx, watch, res, ev, observe)
+	var client any
+	if watch != nil {
+		client = watch
+	}
+	e.settle(ctx, client, res, ev, observe)
 }
 
-// settle is Settle on a Result already reset.
-func (e *Evaluated) settle(ctx context.Context, watch ClientWatcher, res *Result, ev *Event, observe func(*Event)) {
+// settle is Settle on a Result already reset. client is asked for a
+// ClientWatcher only when shape mode holds the request, so that the
+// middleware passes its Request as it is, without a type assertion on
+// every request.
+func (e *Evaluated) settle(ctx context.Context, client any, res *Result, ev *Event, observe func(*Event)) {
 	ev.Verdicts, ev.Outcome, ev.Delay, ev.Err = nil, "", 0, nil
 	if e.Err != nil {
 		ev.Outcome, ev.Err = OutcomeStoreError, e.Err
@@ -100,6 +107,7 @@ func (e *Evaluated) settle(ctx context.Context, watch ClientWatcher, res *Result
 		if e.Leases != nil {
 			res.held = res.takeLeases(e.Leases)
 		}
+		watch, _ := client.(ClientWatcher)
 		if !hold(ctx, watch, delay) {
 			ev.Outcome = OutcomeAbandoned
 			emit(observe, ev)

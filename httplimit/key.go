@@ -227,7 +227,7 @@ type resolver struct {
 }
 
 // value returns p's trimmed value for r; empty means absent.
-func (rv *resolver) value(p KeyPart, r Request) string {
+func (rv *resolver) value(p *KeyPart, r Request) string {
 	switch p.Source {
 	case SourceHeader:
 		if p.Name == "Host" {

@@ -224,7 +224,7 @@ func (m *Middleware) policyFor(r Request, l *Limit, parts []string, anon bool) *
 		}
 	}
 	if l.Plans != nil {
-		if p := l.Plans.Policies[m.rv.value(l.Plans.From, r)]; p != nil {
+		if p := l.Plans.Policies[m.rv.value(&l.Plans.From, r)]; p != nil {
 			return p
 		}
 	}
@@ -343,8 +343,7 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 	if err == nil {
 		e.policyField = m.defaultPolicyField(sc)
 	}
-	watch, _ := r.(ClientWatcher)
-	e.settle(ctx, watch, res, &sc.ev, func(ev *Event) { m.emit(r, ev) })
+	e.settle(ctx, r, res, &sc.ev, func(ev *Event) { m.emit(r, ev) })
 	if err != nil {
 		if p := m.onStoreError(r, err); p != nil {
 			res.refuse(plainProblem(p.Status, p.Detail), p.RetryAfter)
@@ -393,7 +392,7 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 		// Spring Cloud Gateway's budget of this key value (BudgetKey).
 		sc.reqs = append(sc.reqs, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
 		sc.limitOf = append(sc.limitOf, i)
-		sc.verdicts = append(sc.verdicts, Verdict{LimitID: l.ID, Key: sc.parts[i]})
+		sc.addVerdict(l, i)
 		return true
 	}
 	if p == l.Policy {
@@ -414,16 +413,26 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	}
 	sc.reqs = append(sc.reqs, q)
 	sc.limitOf = append(sc.limitOf, i)
-	sc.verdicts = append(sc.verdicts, Verdict{LimitID: l.ID, Key: sc.parts[i], Anonymous: sc.anon[i]})
+	sc.addVerdict(l, i)
 	return true
+}
+
+// addVerdict appends the verdict of limit l (index i) to sc.verdicts with
+// its identity alone: Evaluated.settle writes every other field, so the
+// element is not zeroed first (its capacity is one per limit).
+func (sc *scratch) addVerdict(l *Limit, i int) {
+	j := len(sc.verdicts)
+	sc.verdicts = sc.verdicts[:j+1]
+	v := &sc.verdicts[j]
+	v.LimitID, v.Key, v.Anonymous = l.ID, sc.parts[i], sc.anon[i]
 }
 
 // resolve writes limit i's key parts into sc.parts[i] and reports whether the
 // key is empty (some part is).
 func (m *Middleware) resolve(r Request, l *Limit, sc *scratch, i int) (empty bool) {
 	parts := sc.parts[i][:0]
-	for _, kp := range l.Key {
-		v := m.rv.value(kp, r)
+	for j := range l.Key {
+		v := m.rv.value(&l.Key[j], r)
 		if v == "" {
 			empty = true
 		}
