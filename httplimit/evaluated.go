@@ -67,6 +67,7 @@ type Evaluated struct {
 // a store error, when it is nil.
 func (e *Evaluated) Settle(ctx context.Context, watch ClientWatcher, res *Result, ev *Event, observe func(*Event)) {
 	res.reset()
+	ev.Verdicts, ev.Outcome, ev.Delay, ev.Err = nil, "", 0, nil
 	var client any
 	if watch != nil {
 		client = watch
@@ -74,12 +75,13 @@ func (e *Evaluated) Settle(ctx context.Context, watch ClientWatcher, res *Result
 	e.settle(ctx, client, res, ev, observe)
 }
 
-// settle is Settle on a Result already reset. client is asked for a
+// settle is Settle on a Result and an Event already reset (the
+// middleware resets them once per request; each pointer written again
+// costs a write barrier while the GC marks). client is asked for a
 // ClientWatcher only when shape mode holds the request, so that the
 // middleware passes its Request as it is, without a type assertion on
 // every request.
 func (e *Evaluated) settle(ctx context.Context, client any, res *Result, ev *Event, observe func(*Event)) {
-	ev.Verdicts, ev.Outcome, ev.Delay, ev.Err = nil, "", 0, nil
 	if e.Err != nil {
 		ev.Outcome, ev.Err = OutcomeStoreError, e.Err
 		emit(observe, ev)

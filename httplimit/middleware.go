@@ -37,15 +37,16 @@ type Middleware struct {
 // scratch is the per-request working memory, pooled so that a request
 // allocates little beyond its state keys.
 type scratch struct {
-	parts    [][]string // resolved key parts per limit
-	anon     []bool     // per limit
-	reqs     []ratelimit.Request
-	out      []ratelimit.Decision
-	limitOf  []int     // limit index of each request
-	verdicts []Verdict // per request, its limit's identity until settled
-	dec      Evaluated
-	buf      []byte
-	ev       Event
+	parts   [][]string // resolved key parts per limit
+	anon    []bool     // per limit
+	out     []ratelimit.Decision
+	limitOf []int // limit index of each request
+	// dec holds the store requests (Requests) and their limits' identity
+	// (Verdicts) as they are built, and settles the store's answer; it
+	// stays in the scratch, so that a request writes only what changes.
+	dec Evaluated
+	buf []byte
+	ev  Event
 }
 
 // storeUnavailable is the default answer to a store error.
@@ -122,13 +123,16 @@ func New(o Options) (*Middleware, error) {
 	n := len(limits)
 	m.scratch.New = func() any {
 		return &scratch{
-			parts:    make([][]string, n),
-			anon:     make([]bool, n),
-			reqs:     make([]ratelimit.Request, 0, n),
-			out:      make([]ratelimit.Decision, n),
-			limitOf:  make([]int, 0, n),
-			verdicts: make([]Verdict, 0, n),
-			dec:      Evaluated{evals: make([]outcome, 0, n)},
+			parts:   make([][]string, n),
+			anon:    make([]bool, n),
+			out:     make([]ratelimit.Decision, n),
+			limitOf: make([]int, 0, n),
+			dec: Evaluated{
+				Requests: make([]ratelimit.Request, 0, n),
+				Verdicts: make([]Verdict, 0, n),
+				Leases:   m.leases,
+				evals:    make([]outcome, 0, n),
+			},
 		}
 	}
 	return m, nil
@@ -298,19 +302,20 @@ func (m *Middleware) Decide(r Request, res *Result) {
 
 // release clears what sc references and returns it to the pool.
 func (m *Middleware) release(sc *scratch) {
-	clear(sc.reqs)
-	clear(sc.verdicts)
+	clear(sc.dec.Requests)
+	clear(sc.dec.Verdicts)
+	sc.dec.Err = nil
 	for i := range sc.parts {
 		clear(sc.parts[i])
 	}
 	sc.ev = Event{}
-	sc.dec.Err = nil
 	m.scratch.Put(sc)
 }
 
 // decide is Decide with its scratch memory.
 func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
-	sc.reqs, sc.limitOf, sc.verdicts = sc.reqs[:0], sc.limitOf[:0], sc.verdicts[:0]
+	e := &sc.dec
+	e.Requests, e.Verdicts, sc.limitOf = e.Requests[:0], e.Verdicts[:0], sc.limitOf[:0]
 	sc.ev = Event{Route: m.route}
 	for i := range m.limits {
 		if l := &m.limits[i]; !m.addRequest(r, l, sc, i) {
@@ -320,7 +325,7 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 			return
 		}
 	}
-	if len(sc.reqs) == 0 {
+	if len(e.Requests) == 0 {
 		sc.ev.Outcome = OutcomeAdmitted
 		m.emit(r, &sc.ev)
 		res.Forward = true
@@ -334,13 +339,10 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 	// X-RateLimit-Reset one second late.
 	before := m.clock.Now().Truncate(time.Microsecond)
 	ctx := r.Context()
-	out := sc.out[:len(sc.reqs)]
-	admitted, err := m.store.Evaluate(ctx, sc.reqs, out)
-	e := &sc.dec
-	e.Requests, e.Decisions, e.Verdicts = sc.reqs, out, sc.verdicts
-	e.Admitted, e.Err, e.At, e.Leases = admitted, err, before, m.leases
-	e.policyField = nil
-	if err == nil {
+	e.Decisions = sc.out[:len(e.Requests)]
+	admitted, err := m.store.Evaluate(ctx, e.Requests, e.Decisions)
+	e.Admitted, e.Err, e.At = admitted, err, before
+	if err == nil { // settle reads policyField only then
 		e.policyField = m.defaultPolicyField(sc)
 	}
 	e.settle(ctx, r, res, &sc.ev, func(ev *Event) { m.emit(r, ev) })
@@ -360,11 +362,12 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 // limit's, in order, under its own Policy and counted, which the field
 // describes; else nil.
 func (m *Middleware) defaultPolicyField(sc *scratch) []byte {
-	if len(sc.reqs) != len(m.limits) {
+	reqs := sc.dec.Requests
+	if len(reqs) != len(m.limits) {
 		return nil // a limit was skipped
 	}
-	for j := range sc.reqs {
-		if sc.reqs[j].Policy != m.limits[j].Policy || sc.out[j].Uncounted {
+	for j := range reqs {
+		if reqs[j].Policy != m.limits[j].Policy || sc.out[j].Uncounted {
 			return nil
 		}
 	}
@@ -372,7 +375,7 @@ func (m *Middleware) defaultPolicyField(sc *scratch) []byte {
 }
 
 // addRequest resolves limit i's key and policy and appends its store request
-// to sc.reqs, or nothing if the limit is skipped. It returns false if the key
+// to sc.dec.Requests, or nothing if the limit is skipped. It returns false if the key
 // is empty and the limit denies such requests.
 func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	empty := m.resolve(r, l, sc, i)
@@ -390,7 +393,7 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	p := m.policyFor(r, l, sc.parts[i], sc.anon[i])
 	if key, ok := scgKey(l, p, sc.parts[i]); ok && !sc.anon[i] {
 		// Spring Cloud Gateway's budget of this key value (BudgetKey).
-		sc.reqs = append(sc.reqs, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
+		sc.dec.Requests = append(sc.dec.Requests, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
 		sc.limitOf = append(sc.limitOf, i)
 		sc.addVerdict(l, i)
 		return true
@@ -411,19 +414,21 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	if p.IsConcurrency() {
 		q.Lease = NewLeaseID()
 	}
-	sc.reqs = append(sc.reqs, q)
+	sc.dec.Requests = append(sc.dec.Requests, q)
 	sc.limitOf = append(sc.limitOf, i)
 	sc.addVerdict(l, i)
 	return true
 }
 
-// addVerdict appends the verdict of limit l (index i) to sc.verdicts with
-// its identity alone: Evaluated.settle writes every other field, so the
-// element is not zeroed first (its capacity is one per limit).
+// addVerdict appends the verdict of limit l (index i) to sc.dec.Verdicts
+// with its identity alone: Evaluated.settle writes every other field, so
+// the element is not zeroed first (its capacity is one per limit).
 func (sc *scratch) addVerdict(l *Limit, i int) {
-	j := len(sc.verdicts)
-	sc.verdicts = sc.verdicts[:j+1]
-	v := &sc.verdicts[j]
+	vs := sc.dec.Verdicts
+	j := len(vs)
+	vs = vs[:j+1]
+	sc.dec.Verdicts = vs
+	v := &vs[j]
 	v.LimitID, v.Key, v.Anonymous = l.ID, sc.parts[i], sc.anon[i]
 }
 

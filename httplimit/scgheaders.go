@@ -62,8 +62,8 @@ func (r *Result) SCGHeader(i int) []byte {
 // SCGHeaders among the evaluated requests (nil decisions: the store failed
 // and the request goes through unlimited).
 func (m *Middleware) setSCGHeaders(sc *scratch, res *Result, decided bool) {
-	for j := range sc.reqs {
-		l, q := &m.limits[sc.limitOf[j]], &sc.reqs[j]
+	for j := range sc.dec.Requests {
+		l, q := &m.limits[sc.limitOf[j]], &sc.dec.Requests[j]
 		if !l.SCGHeaders {
 			continue
 		}
