@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/sluice-gw/sluice/httplimit"
+	"github.com/sluice-gw/sluice/keysource"
 )
 
 // decodeBudget bounds the number of values decoded from one file, so that
@@ -299,8 +300,9 @@ var (
 	textType     = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// keyForms is the key syntax, for messages.
-const keyForms = "header:NAME | query:NAME | ip | route | path | const:TEXT"
+// keyForms returns the key syntax, for messages: every key source
+// keysource knows.
+func keyForms() string { return keysource.Forms() }
 
 // decode decodes node n, found at path, into v. opt is the `yaml` tag's
 // option ("rate" for rate fields).
@@ -326,7 +328,7 @@ func (d *decoder) decode(n ast.Node, path string, v reflect.Value, opt string) {
 		d.decodeKey(n, path, v)
 		return
 	case v.Type() == keyPartType:
-		d.decodeText(n, path, v, "a key part ("+keyForms+")", false)
+		d.decodeKeyPart(n, path, v)
 		return
 	case reflect.PointerTo(v.Type()).Implements(textType):
 		d.decodeText(n, path, v, "a string", true)
@@ -628,16 +630,30 @@ func (d *decoder) decodeText(n ast.Node, path string, v reflect.Value, what stri
 	}
 }
 
+// decodeKeyPart decodes one key part spec (keysource.Parse).
+func (d *decoder) decodeKeyPart(n ast.Node, path string, v reflect.Value) {
+	s, ok := d.text(n, path, "a key part ("+keyForms()+")")
+	if !ok {
+		return
+	}
+	p, err := keysource.Parse(s)
+	if err != nil {
+		d.fail(n, path, "%v", err)
+		return
+	}
+	v.Set(reflect.ValueOf(p))
+}
+
 // decodeKey accepts one key part or a list of them.
 func (d *decoder) decodeKey(n ast.Node, path string, v reflect.Value) {
 	seq, isSeq := n.(*ast.SequenceNode)
 	if !isSeq {
-		s, ok := d.text(n, path, "a key ("+keyForms+") or a list of them")
+		s, ok := d.text(n, path, "a key ("+keyForms()+") or a list of them")
 		if !ok {
 			return
 		}
-		var p httplimit.KeyPart
-		if err := p.UnmarshalText([]byte(s)); err != nil {
+		p, err := keysource.Parse(s)
+		if err != nil {
 			d.fail(n, path, "%v", err)
 			return
 		}
@@ -645,7 +661,7 @@ func (d *decoder) decodeKey(n ast.Node, path string, v reflect.Value) {
 		return
 	}
 	if len(seq.Values) == 0 {
-		d.fail(n, path, "key list is empty (give one or more of %s)", keyForms)
+		d.fail(n, path, "key list is empty (give one or more of %s)", keyForms())
 		return
 	}
 	var k httplimit.Key
@@ -657,7 +673,7 @@ func (d *decoder) decodeKey(n ast.Node, path string, v reflect.Value) {
 			d.bad[path] = true
 		}
 		if _, given := d.pos[ep]; !given {
-			d.fail(seq, ep, "key part is empty (give one of %s)", keyForms)
+			d.fail(seq, ep, "key part is empty (give one of %s)", keyForms())
 		}
 		k = append(k, part)
 	}

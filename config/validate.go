@@ -823,7 +823,7 @@ func (v *validator) limit(c *Config, p string, l *Limit, compiled map[string]*ra
 		usable(p+".policy", l.Policy, "")
 	}
 	if len(l.Key) == 0 {
-		v.errf(p+".key", "key is required (%s, or a list of these)", keyForms)
+		v.errf(p+".key", "key is required (%s, or a list of these)", keyForms())
 	}
 	// A decoded key is always valid; one built in Go may not be.
 	for i, part := range l.Key {

@@ -17,7 +17,8 @@
 //	http.Handle("/api/", m.Handler(apiHandler))
 //
 // Key parts are "header:NAME", "query:NAME", "ip", "route", "path" and
-// "const:TEXT"; a list of parts forms one key. Values are trimmed, and an
+// "const:TEXT" ([ParseKey]), or a value a function of yours computes
+// ([FuncKeyPart]: a cookie, a token's claim); a list of parts forms one key. Values are trimmed, and an
 // absent or blank value makes the key empty: Limit.OnEmptyKey then denies
 // with 403 (the default), counts the request in one shared anonymous budget,
 // or skips the limit. "ip" believes X-Forwarded-For only from
@@ -40,7 +41,10 @@
 // a [Result] (forward or answer, the status and problem body, the
 // rate-limit headers). [Middleware.Handler] is its net/http adapter
 // ([HTTPRequest], [WriteResult]); the sluice gateway has another for its own
-// listener, so both decide every request the same way.
+// listener, so both decide every request the same way. An engine that asks
+// the store itself (sluice's Envoy rate limit service) turns the store's
+// decisions into the same answer, Event and shape-mode hold with
+// [Evaluated].
 //
 // # Responses
 //
@@ -59,7 +63,7 @@
 // when the weighted count has dropped by one unit).
 //
 // A denied request gets 429 with Retry-After and an RFC 9457 problem body
-// ([WriteTooManyRequests]); the wrapped handler is never called. Other
+// naming the violated policies; the wrapped handler is never called. Other
 // errors use [WriteProblem]. A leaky bucket in shape mode holds an admitted
 // request for its delay before calling the handler, and drops it if the
 // client goes away meanwhile.

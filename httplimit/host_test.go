@@ -36,7 +36,7 @@ func TestHeaderHostKey(t *testing.T) {
 	rv := &resolver{}
 	for _, host := range []string{"api.example.com", "API.example.com.", "api.example.com:8443"} {
 		r := httptest.NewRequest("GET", "http://"+host+"/x", nil)
-		if got := rv.value(p, HTTPRequest(r)); got != "api.example.com" {
+		if got := rv.value(&p, HTTPRequest(r)); got != "api.example.com" {
 			t.Errorf("value(header:Host) for Host %q = %q, want %q", host, got, "api.example.com")
 		}
 	}

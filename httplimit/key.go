@@ -28,17 +28,50 @@ const (
 	SourcePath
 	// SourceConst is a fixed text, "const:TEXT": one budget shared by every request.
 	SourceConst
+	// SourceFunc is a value a function computes from the request
+	// ([FuncKeyPart]): a key part httplimit does not read itself, such as
+	// a cookie or a token's claim.
+	SourceFunc
 )
 
 // KeyPart is one element of a rate-limit key: where its value comes from and,
 // for header, query and const parts, the name or text. Create one with
-// [ParseKey]. The zero value is invalid.
+// [ParseKey], or with [FuncKeyPart] for a value a function computes. The
+// zero value is invalid. KeyParts are comparable; == tells two FuncKeyPart
+// results apart unless one is a copy of the other, while Equal compares
+// them by name.
 type KeyPart struct {
 	Source Source
 	// Name is the canonical header name, the query parameter name or the
-	// constant text; empty for ip, route and path.
+	// constant text; empty for ip, route and path. For SourceFunc it is the
+	// name FuncKeyPart was given.
 	Name string
+
+	fn *keyFunc // SourceFunc's function
 }
+
+// keyFunc holds a SourceFunc part's function, behind a pointer so that a
+// KeyPart stays comparable.
+type keyFunc struct{ value func(Request) string }
+
+// FuncKeyPart returns a key part whose value fn computes from the request:
+// the hook for key sources httplimit does not read itself, such as a cookie
+// or a token's claim, which need other libraries. name identifies the part
+// in messages, in configuration syntax (String, MarshalText) and in the
+// gateway's admin API, such as "cookie:session"; it must not be blank, and
+// two parts of one name must compute the same value (Equal takes them as
+// equal). fn is called once per request and limit, concurrently for
+// different requests, and must be fast. Its result is trimmed like every
+// key value; "" means the request has no value, so the limit's OnEmptyKey
+// applies.
+func FuncKeyPart(name string, fn func(Request) string) KeyPart {
+	return KeyPart{Source: SourceFunc, Name: name, fn: &keyFunc{value: fn}}
+}
+
+// Equal reports whether p and q read the same value: the same source and
+// name. Two FuncKeyPart parts compare by name alone (so a configuration
+// parsed twice has equal keys), and go-cmp compares KeyParts with it.
+func (p KeyPart) Equal(q KeyPart) bool { return p.Source == q.Source && p.Name == q.Name }
 
 // Key is a rate-limit key: the values of its parts together name one budget.
 // A Key with several parts is a list key; it is empty when any part is.
@@ -151,6 +184,8 @@ func (p KeyPart) String() string {
 		return "query:" + p.Name
 	case SourceConst:
 		return "const:" + p.Name
+	case SourceFunc:
+		return p.Name
 	case SourceIP:
 		return "ip"
 	case SourceRoute:
@@ -179,6 +214,8 @@ func (p KeyPart) valid() bool {
 		return strings.TrimSpace(p.Name) != ""
 	case SourceIP, SourceRoute, SourcePath:
 		return p.Name == ""
+	case SourceFunc:
+		return strings.TrimSpace(p.Name) != "" && p.fn != nil && p.fn.value != nil
 	}
 	return false
 }
@@ -190,7 +227,7 @@ type resolver struct {
 }
 
 // value returns p's trimmed value for r; empty means absent.
-func (rv *resolver) value(p KeyPart, r Request) string {
+func (rv *resolver) value(p *KeyPart, r Request) string {
 	switch p.Source {
 	case SourceHeader:
 		if p.Name == "Host" {
@@ -207,6 +244,8 @@ func (rv *resolver) value(p KeyPart, r Request) string {
 		return strings.TrimSpace(r.Path())
 	case SourceConst:
 		return p.Name
+	case SourceFunc:
+		return strings.TrimSpace(p.fn.value(r))
 	}
 	return ""
 }

@@ -16,14 +16,14 @@ func TestParseKey(t *testing.T) {
 		want    KeyPart
 		wantErr bool
 	}{
-		{"header:x-user-id", KeyPart{SourceHeader, "X-User-Id"}, false},
-		{"header: X-Api-Key ", KeyPart{SourceHeader, "X-Api-Key"}, false},
-		{"query:user", KeyPart{SourceQuery, "user"}, false},
-		{"ip", KeyPart{SourceIP, ""}, false},
-		{"route", KeyPart{SourceRoute, ""}, false},
-		{"path", KeyPart{SourcePath, ""}, false},
-		{"const:global", KeyPart{SourceConst, "global"}, false},
-		{"const:a:b", KeyPart{SourceConst, "a:b"}, false},
+		{"header:x-user-id", KeyPart{Source: SourceHeader, Name: "X-User-Id"}, false},
+		{"header: X-Api-Key ", KeyPart{Source: SourceHeader, Name: "X-Api-Key"}, false},
+		{"query:user", KeyPart{Source: SourceQuery, Name: "user"}, false},
+		{"ip", KeyPart{Source: SourceIP, Name: ""}, false},
+		{"route", KeyPart{Source: SourceRoute, Name: ""}, false},
+		{"path", KeyPart{Source: SourcePath, Name: ""}, false},
+		{"const:global", KeyPart{Source: SourceConst, Name: "global"}, false},
+		{"const:a:b", KeyPart{Source: SourceConst, Name: "a:b"}, false},
 		{"header:", KeyPart{}, true},
 		{"header:X User", KeyPart{}, true},
 		{"query:", KeyPart{}, true},

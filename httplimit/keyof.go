@@ -9,8 +9,9 @@ package httplimit
 // use; i must be within Limits.
 func (m *Middleware) KeyOf(r Request, i int, dst []string) ([]string, bool) {
 	ok := true
-	for _, kp := range m.limits[i].Key {
-		v := m.rv.value(kp, r)
+	key := m.limits[i].Key
+	for j := range key {
+		v := m.rv.value(&key[j], r)
 		if v == "" {
 			ok = false
 		}

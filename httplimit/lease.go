@@ -52,14 +52,16 @@ type Lease struct {
 	renewing, released bool
 }
 
-// HasLeases reports whether res holds leases that Hold must take over.
-func (res *Result) HasLeases() bool { return len(res.leases) > 0 || res.held != nil }
-
 // Hold takes over the leases res holds (nil if none) and starts renewing
 // them. The caller must Release the Lease when the response has ended; a
 // Result whose request is forwarded without Hold keeps its slots until the
 // leases expire.
 func (m *Middleware) Hold(res *Result) *Lease {
+	return res.takeLeases(m.leases) // New checked the store
+}
+
+// takeLeases is Hold with the store the leases are held on.
+func (res *Result) takeLeases(store ratelimit.LeaseStore) *Lease {
 	if l := res.held; l != nil {
 		res.held = nil
 		return l
@@ -67,7 +69,7 @@ func (m *Middleware) Hold(res *Result) *Lease {
 	if len(res.leases) == 0 {
 		return nil
 	}
-	l := HoldLeases(m.leases, res.leases) // New checked the store
+	l := HoldLeases(store, res.leases)
 	clear(res.leases)
 	res.leases = res.leases[:0]
 	return l

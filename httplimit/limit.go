@@ -27,8 +27,8 @@ const (
 	EmptyKeySkip
 )
 
-// ParseEmptyKey parses an on_empty_key value: "deny" (or ""), "anonymous" or "skip".
-func ParseEmptyKey(s string) (EmptyKey, error) {
+// parseEmptyKey parses an on_empty_key value: "deny" (or ""), "anonymous" or "skip".
+func parseEmptyKey(s string) (EmptyKey, error) {
 	switch s {
 	case "", "deny":
 		return EmptyKeyDeny, nil
@@ -40,10 +40,11 @@ func ParseEmptyKey(s string) (EmptyKey, error) {
 	return 0, fmt.Errorf("unknown on_empty_key %q (allowed: deny, anonymous, skip)", s)
 }
 
-// UnmarshalText parses text as [ParseEmptyKey] does, so that an EmptyKey
-// decodes from configuration files.
+// UnmarshalText parses an on_empty_key value: "deny" (or ""),
+// "anonymous" or "skip", so that an EmptyKey decodes from configuration
+// files.
 func (e *EmptyKey) UnmarshalText(text []byte) error {
-	v, err := ParseEmptyKey(string(text))
+	v, err := parseEmptyKey(string(text))
 	if err != nil {
 		return err
 	}

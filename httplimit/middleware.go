@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -38,16 +37,16 @@ type Middleware struct {
 // scratch is the per-request working memory, pooled so that a request
 // allocates little beyond its state keys.
 type scratch struct {
-	parts    [][]string // resolved key parts per limit
-	anon     []bool     // per limit
-	reqs     []ratelimit.Request
-	out      []ratelimit.Decision
-	limitOf  []int // limit index of each request
-	evals    []outcome
-	verdicts []Verdict
-	violated []string
-	buf      []byte
-	ev       Event
+	parts   [][]string // resolved key parts per limit
+	anon    []bool     // per limit
+	out     []ratelimit.Decision
+	limitOf []int // limit index of each request
+	// dec holds the store requests (Requests) and their limits' identity
+	// (Verdicts) as they are built, and settles the store's answer; it
+	// stays in the scratch, so that a request writes only what changes.
+	dec Evaluated
+	buf []byte
+	ev  Event
 }
 
 // storeUnavailable is the default answer to a store error.
@@ -124,13 +123,16 @@ func New(o Options) (*Middleware, error) {
 	n := len(limits)
 	m.scratch.New = func() any {
 		return &scratch{
-			parts:    make([][]string, n),
-			anon:     make([]bool, n),
-			reqs:     make([]ratelimit.Request, 0, n),
-			out:      make([]ratelimit.Decision, n),
-			limitOf:  make([]int, 0, n),
-			evals:    make([]outcome, 0, n),
-			verdicts: make([]Verdict, 0, n),
+			parts:   make([][]string, n),
+			anon:    make([]bool, n),
+			out:     make([]ratelimit.Decision, n),
+			limitOf: make([]int, 0, n),
+			dec: Evaluated{
+				Requests: make([]ratelimit.Request, 0, n),
+				Verdicts: make([]Verdict, 0, n),
+				Leases:   m.leases,
+				evals:    make([]outcome, 0, n),
+			},
 		}
 	}
 	return m, nil
@@ -193,9 +195,6 @@ func checkLimit(l *Limit) []string {
 
 func defaultOnStoreError(Request, error) *Problem { return storeUnavailable }
 
-// Route returns Options.Route.
-func (m *Middleware) Route() string { return m.route }
-
 // Limits returns a copy of the limits, with every ID filled in.
 func (m *Middleware) Limits() []Limit { return append([]Limit(nil), m.limits...) }
 
@@ -229,7 +228,7 @@ func (m *Middleware) policyFor(r Request, l *Limit, parts []string, anon bool) *
 		}
 	}
 	if l.Plans != nil {
-		if p := l.Plans.Policies[m.rv.value(l.Plans.From, r)]; p != nil {
+		if p := l.Plans.Policies[m.rv.value(&l.Plans.From, r)]; p != nil {
 			return p
 		}
 	}
@@ -285,7 +284,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Decide decides r against every limit and fills in res (reset first): the
 // rate-limit headers, and whether r goes on or is answered 403, 429, 503
 // (or as OnStoreError says). A request admitted on concurrency limits
-// holds leases (res.HasLeases): the caller takes them over with Hold and
+// holds leases: the caller takes them over with Hold and
 // releases them when the response has ended. It calls Options.Observe once, and holds r for
 // a shape-mode delay before it returns. It is the engine-neutral core of
 // the middleware: Handler is its net/http adapter, and the gateway has one
@@ -303,8 +302,9 @@ func (m *Middleware) Decide(r Request, res *Result) {
 
 // release clears what sc references and returns it to the pool.
 func (m *Middleware) release(sc *scratch) {
-	clear(sc.reqs)
-	clear(sc.verdicts)
+	clear(sc.dec.Requests)
+	clear(sc.dec.Verdicts)
+	sc.dec.Err = nil
 	for i := range sc.parts {
 		clear(sc.parts[i])
 	}
@@ -314,7 +314,8 @@ func (m *Middleware) release(sc *scratch) {
 
 // decide is Decide with its scratch memory.
 func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
-	sc.reqs, sc.limitOf = sc.reqs[:0], sc.limitOf[:0]
+	e := &sc.dec
+	e.Requests, e.Verdicts, sc.limitOf = e.Requests[:0], e.Verdicts[:0], sc.limitOf[:0]
 	sc.ev = Event{Route: m.route}
 	for i := range m.limits {
 		if l := &m.limits[i]; !m.addRequest(r, l, sc, i) {
@@ -324,7 +325,7 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 			return
 		}
 	}
-	if len(sc.reqs) == 0 {
+	if len(e.Requests) == 0 {
 		sc.ev.Outcome = OutcomeAdmitted
 		m.emit(r, &sc.ev)
 		res.Forward = true
@@ -337,10 +338,15 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 	// second (fixed_window, W a whole number of seconds) report
 	// X-RateLimit-Reset one second late.
 	before := m.clock.Now().Truncate(time.Microsecond)
-	admitted, err := m.store.Evaluate(r.Context(), sc.reqs, sc.out)
+	ctx := r.Context()
+	e.Decisions = sc.out[:len(e.Requests)]
+	admitted, err := m.store.Evaluate(ctx, e.Requests, e.Decisions)
+	e.Admitted, e.Err, e.At = admitted, err, before
+	if err == nil { // settle reads policyField only then
+		e.policyField = m.defaultPolicyField(sc)
+	}
+	e.settle(ctx, r, res, &sc.ev, func(ev *Event) { m.emit(r, ev) })
 	if err != nil {
-		sc.ev.Outcome, sc.ev.Err = OutcomeStoreError, err
-		m.emit(r, &sc.ev)
 		if p := m.onStoreError(r, err); p != nil {
 			res.refuse(plainProblem(p.Status, p.Detail), p.RetryAfter)
 		} else {
@@ -349,48 +355,19 @@ func (m *Middleware) decide(r Request, sc *scratch, res *Result) {
 		}
 		return
 	}
-	retry, delay := m.collect(sc)
-	res.setRateLimitHeaders(before, sc.evals, admitted, m.defaultPolicyField(sc))
 	m.setSCGHeaders(sc, res, true)
-	if !admitted {
-		sc.ev.Outcome = OutcomeLimited
-		m.emit(r, &sc.ev)
-		n := retryAfterSeconds(retry)
-		res.refuse(tooManyRequests(n, sc.violated), n)
-		return
-	}
-	for j := range sc.reqs {
-		if q := &sc.reqs[j]; q.Policy.IsConcurrency() && sc.out[j].Allowed {
-			res.leases = append(res.leases, *q)
-		}
-	}
-	sc.ev.Delay = delay
-	if delay > 0 {
-		// The leases are renewed during the hold, which may outlast
-		// their TTL; Hold then hands them on.
-		res.held = m.Hold(res)
-		if !hold(r, delay) {
-			sc.ev.Outcome = OutcomeAbandoned
-			m.emit(r, &sc.ev)
-			res.held.Release() //nolint:errcheck // an unreleased lease expires
-			res.held = nil
-			return
-		}
-	}
-	sc.ev.Outcome = OutcomeAdmitted
-	m.emit(r, &sc.ev)
-	res.Forward = true
 }
 
-// defaultPolicyField returns m.policyField when sc's evaluations are each
+// defaultPolicyField returns m.policyField when sc's requests are each
 // limit's, in order, under its own Policy and counted, which the field
 // describes; else nil.
 func (m *Middleware) defaultPolicyField(sc *scratch) []byte {
-	if len(sc.evals) != len(m.limits) {
+	reqs := sc.dec.Requests
+	if len(reqs) != len(m.limits) {
 		return nil // a limit was skipped
 	}
-	for i := range sc.evals {
-		if e := &sc.evals[i]; e.policy != m.limits[i].Policy || e.d.Uncounted {
+	for j := range reqs {
+		if reqs[j].Policy != m.limits[j].Policy || sc.out[j].Uncounted {
 			return nil
 		}
 	}
@@ -398,7 +375,7 @@ func (m *Middleware) defaultPolicyField(sc *scratch) []byte {
 }
 
 // addRequest resolves limit i's key and policy and appends its store request
-// to sc.reqs, or nothing if the limit is skipped. It returns false if the key
+// to sc.dec.Requests, or nothing if the limit is skipped. It returns false if the key
 // is empty and the limit denies such requests.
 func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	empty := m.resolve(r, l, sc, i)
@@ -416,8 +393,9 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	p := m.policyFor(r, l, sc.parts[i], sc.anon[i])
 	if key, ok := scgKey(l, p, sc.parts[i]); ok && !sc.anon[i] {
 		// Spring Cloud Gateway's budget of this key value (BudgetKey).
-		sc.reqs = append(sc.reqs, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
+		sc.dec.Requests = append(sc.dec.Requests, ratelimit.Request{Key: key, Policy: p, Cost: l.Cost, Shadow: l.Shadow})
 		sc.limitOf = append(sc.limitOf, i)
+		sc.addVerdict(l, i)
 		return true
 	}
 	if p == l.Policy {
@@ -436,17 +414,30 @@ func (m *Middleware) addRequest(r Request, l *Limit, sc *scratch, i int) bool {
 	if p.IsConcurrency() {
 		q.Lease = NewLeaseID()
 	}
-	sc.reqs = append(sc.reqs, q)
+	sc.dec.Requests = append(sc.dec.Requests, q)
 	sc.limitOf = append(sc.limitOf, i)
+	sc.addVerdict(l, i)
 	return true
+}
+
+// addVerdict appends the verdict of limit l (index i) to sc.dec.Verdicts
+// with its identity alone: Evaluated.settle writes every other field, so
+// the element is not zeroed first (its capacity is one per limit).
+func (sc *scratch) addVerdict(l *Limit, i int) {
+	vs := sc.dec.Verdicts
+	j := len(vs)
+	vs = vs[:j+1]
+	sc.dec.Verdicts = vs
+	v := &vs[j]
+	v.LimitID, v.Key, v.Anonymous = l.ID, sc.parts[i], sc.anon[i]
 }
 
 // resolve writes limit i's key parts into sc.parts[i] and reports whether the
 // key is empty (some part is).
 func (m *Middleware) resolve(r Request, l *Limit, sc *scratch, i int) (empty bool) {
 	parts := sc.parts[i][:0]
-	for _, kp := range l.Key {
-		v := m.rv.value(kp, r)
+	for j := range l.Key {
+		v := m.rv.value(&l.Key[j], r)
 		if v == "" {
 			empty = true
 		}
@@ -456,70 +447,8 @@ func (m *Middleware) resolve(r Request, l *Limit, sc *scratch, i int) (empty boo
 	return empty
 }
 
-// collect turns the store's decisions into header inputs, verdicts and the
-// violated policies; it returns the longest RetryAfter among denying limits
-// and the longest shape-mode Delay among non-shadow ones.
-func (m *Middleware) collect(sc *scratch) (retry, delay time.Duration) {
-	sc.evals, sc.verdicts, sc.violated = sc.evals[:0], sc.verdicts[:0], sc.violated[:0]
-	for j := range sc.reqs {
-		i := sc.limitOf[j]
-		l, q, d := &m.limits[i], &sc.reqs[j], sc.out[j]
-		sc.evals = append(sc.evals, outcome{policy: q.Policy, d: d, cost: max(1, q.Cost), shadow: l.Shadow})
-		v := Verdict{LimitID: l.ID, Policy: q.Policy, Key: sc.parts[i], Anonymous: sc.anon[i], Shadow: l.Shadow, Decision: d}
-		if v.Anonymous {
-			v.Key = nil
-		}
-		v.Result = ratelimit.VerdictOf(*q, d)
-		switch v.Result {
-		case ratelimit.Allowed:
-			if !l.Shadow {
-				delay = max(delay, d.Delay)
-			}
-		case ratelimit.Denied:
-			retry = max(retry, d.RetryAfter)
-			if !slices.Contains(sc.violated, q.Policy.Name()) {
-				sc.violated = append(sc.violated, q.Policy.Name())
-			}
-		}
-		sc.verdicts = append(sc.verdicts, v)
-	}
-	sc.ev.Verdicts = sc.verdicts
-	return retry, delay
-}
-
 func (m *Middleware) emit(r Request, ev *Event) {
 	if m.observe != nil {
 		m.observe(r, ev)
-	}
-}
-
-// ClientWatcher is implemented by a Request whose context does not end when
-// the client goes away (an engine that does not watch its connections while
-// a handler runs). A shape-mode hold then also ends when the channel
-// WatchClient returns is closed; stop ends the watch and is called once the
-// hold is over.
-type ClientWatcher interface {
-	WatchClient() (gone <-chan struct{}, stop func())
-}
-
-// hold waits d, as shape mode requires before forwarding, and reports
-// whether the wait completed; false means the client went away first: r's
-// context ended, or its ClientWatcher saw the client leave.
-func hold(r Request, d time.Duration) bool {
-	var gone <-chan struct{}
-	if w, ok := r.(ClientWatcher); ok {
-		var stop func()
-		gone, stop = w.WatchClient()
-		defer stop()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	case <-gone:
-		return false
 	}
 }

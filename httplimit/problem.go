@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// QuotaExceededType is the RFC 9457 problem type of a 429 answer, the one the
+// quotaExceededType is the RFC 9457 problem type of a 429 answer, the one the
 // IETF rate-limit headers draft registers.
-const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+const quotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
 // problem is the body of every error sluice writes (docs/semantics.md §5.3):
 // an RFC 9457 problem that also carries the plain error and message fields
@@ -48,17 +48,6 @@ func plainProblem(status int, detail string) problem {
 	return problem{Type: "about:blank", Title: t, Status: status, Detail: detail, Error: t, Message: detail}
 }
 
-// WriteTooManyRequests writes the 429 answer of docs/semantics.md §5.3:
-// Retry-After in whole seconds (rounded up, at least 1), Content-Type
-// application/problem+json and the quota-exceeded problem body naming the
-// violated policies. Rate-limit headers, if any, must be set on w before the
-// call.
-func WriteTooManyRequests(w http.ResponseWriter, retryAfter time.Duration, violated []string) {
-	n := retryAfterSeconds(retryAfter)
-	w.Header().Set("Retry-After", strconv.FormatInt(n, 10))
-	writeProblemBody(w, http.StatusTooManyRequests, tooManyRequests(n, violated).marshal())
-}
-
 // tooManyRequests is the problem of a 429 whose Retry-After is n seconds.
 func tooManyRequests(n int64, violated []string) problem {
 	msg := "Rate limit exceeded. Please retry after " + seconds(n) + "."
@@ -67,7 +56,7 @@ func tooManyRequests(n int64, violated []string) problem {
 		violated = []string{} // omitzero keeps an empty, non-nil list
 	}
 	return problem{
-		Type: QuotaExceededType, Title: t, Status: http.StatusTooManyRequests, Detail: msg,
+		Type: quotaExceededType, Title: t, Status: http.StatusTooManyRequests, Detail: msg,
 		ViolatedPolicies: violated, Error: t, Message: msg, RetryAfter: n,
 	}
 }

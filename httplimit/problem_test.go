@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -19,14 +18,12 @@ func TestTooManyRequestsWording(t *testing.T) {
 		{1500 * time.Millisecond, "Rate limit exceeded. Please retry after 2 seconds."},
 		{time.Minute, "Rate limit exceeded. Please retry after 60 seconds."},
 	} {
-		w := httptest.NewRecorder()
-		WriteTooManyRequests(w, tt.retry, []string{"p"})
 		var body struct{ Detail, Message string }
-		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		if err := json.Unmarshal(tooManyRequests(retryAfterSeconds(tt.retry), []string{"p"}).marshal(), &body); err != nil {
 			t.Fatal(err)
 		}
 		if body.Detail != tt.want || body.Message != tt.want {
-			t.Errorf("WriteTooManyRequests(%v): detail %q, message %q, want %q", tt.retry, body.Detail, body.Message, tt.want)
+			t.Errorf("429 body for %v: detail %q, message %q, want %q", tt.retry, body.Detail, body.Message, tt.want)
 		}
 	}
 }

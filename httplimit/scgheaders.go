@@ -12,15 +12,15 @@ import (
 // X-RateLimit-Remaining is the name sluice's own trio uses too: where both
 // apply, SCG's value is the one sent.
 const (
-	HeaderSCGRemaining       = HeaderRemaining
-	HeaderSCGReplenishRate   = "X-Ratelimit-Replenish-Rate"
-	HeaderSCGBurstCapacity   = "X-Ratelimit-Burst-Capacity"
-	HeaderSCGRequestedTokens = "X-Ratelimit-Requested-Tokens"
+	headerSCGRemaining       = HeaderRemaining
+	headerSCGReplenishRate   = "X-Ratelimit-Replenish-Rate"
+	headerSCGBurstCapacity   = "X-Ratelimit-Burst-Capacity"
+	headerSCGRequestedTokens = "X-Ratelimit-Requested-Tokens"
 )
 
 // SCGHeaderNames are the names of the headers [Result.SCGHeader] returns,
 // in its order.
-var SCGHeaderNames = [4]string{HeaderSCGRemaining, HeaderSCGReplenishRate, HeaderSCGBurstCapacity, HeaderSCGRequestedTokens}
+var SCGHeaderNames = [4]string{headerSCGRemaining, headerSCGReplenishRate, headerSCGBurstCapacity, headerSCGRequestedTokens}
 
 // scgHeaders holds the four SCG header values, back to back.
 type scgHeaders struct {
@@ -62,8 +62,8 @@ func (r *Result) SCGHeader(i int) []byte {
 // SCGHeaders among the evaluated requests (nil decisions: the store failed
 // and the request goes through unlimited).
 func (m *Middleware) setSCGHeaders(sc *scratch, res *Result, decided bool) {
-	for j := range sc.reqs {
-		l, q := &m.limits[sc.limitOf[j]], &sc.reqs[j]
+	for j := range sc.dec.Requests {
+		l, q := &m.limits[sc.limitOf[j]], &sc.dec.Requests[j]
 		if !l.SCGHeaders {
 			continue
 		}

@@ -52,7 +52,7 @@ func TestSCGHeaders(t *testing.T) {
 		return w
 	}
 	want := func(rem string) map[string]string {
-		return map[string]string{HeaderSCGRemaining: rem, HeaderSCGReplenishRate: "2", HeaderSCGBurstCapacity: "5", HeaderSCGRequestedTokens: "2"}
+		return map[string]string{headerSCGRemaining: rem, headerSCGReplenishRate: "2", headerSCGBurstCapacity: "5", headerSCGRequestedTokens: "2"}
 	}
 	clock := kit.NewManualClock(t0)
 	st := newTestStore(t, clock)

@@ -8,7 +8,7 @@
 // descriptors are matched as envoyproxy/ratelimit matches them, and every
 // limited descriptor of one call is decided in one store call,
 // all-or-nothing. The answer carries one status per descriptor and the
-// rate-limit headers the gateway sends ([httplimit.Result.SetDecision]).
+// rate-limit headers the gateway sends ([httplimit.Evaluated]).
 // A [Server] is the gRPC listener in front of the Service in force.
 //
 // This package is the only one that imports gRPC and Envoy's API types.

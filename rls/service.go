@@ -212,14 +212,19 @@ func cost(req *rlsv3.RateLimitRequest, d *commonv3.RateLimitDescriptor) int64 {
 	return max(1, int64(req.GetHitsAddend()))
 }
 
-// decide asks the store and writes the answer into resp.
+// decide asks the store and writes the answer into resp. The store's
+// decisions are settled as the gateway settles its own
+// ([httplimit.Evaluated]): the same headers, verdicts, outcome and
+// shape-mode hold.
 func (s *Service) decide(ctx context.Context, dom *domain, ms []match, resp *rlsv3.RateLimitResponse) (*rlsv3.RateLimitResponse, error) {
 	reqs := make([]ratelimit.Request, len(ms))
 	out := make([]ratelimit.Decision, len(ms))
+	verdicts := make([]httplimit.Verdict, len(ms))
 	var banned []bool
 	peek := false
 	for i := range ms {
 		reqs[i] = ms[i].req
+		verdicts[i] = httplimit.Verdict{LimitID: ms[i].limit.id, Key: ms[i].parts}
 		if c := ms[i].cost; c == 0 || c > reqs[i].Policy.Max() {
 			peek = true
 		}
@@ -232,46 +237,27 @@ func (s *Service) decide(ctx context.Context, dom *domain, ms []match, resp *rls
 	}
 	before := s.o.Clock.Now().Truncate(time.Microsecond)
 	admitted, err := s.evaluate(ctx, dom.store, reqs, out, peek, banned)
+	if err != nil && ctx.Err() != nil {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	e := httplimit.Evaluated{Requests: reqs, Decisions: out, Verdicts: verdicts, Admitted: admitted, Err: err, At: before}
 	ev := httplimit.Event{Route: dom.route}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-		ev.Outcome, ev.Err = httplimit.OutcomeStoreError, err
-		s.emit(ctx, &ev)
+	var res httplimit.Result
+	e.Settle(ctx, nil, &res, &ev, func(ev *httplimit.Event) { s.emit(ctx, ev) })
+	switch ev.Outcome {
+	case httplimit.OutcomeStoreError:
 		s.o.Logger.Debug("rls: store failed, denied", "domain", dom.name, "error", err)
 		return storeDenied(resp, ms), nil
+	case httplimit.OutcomeAbandoned:
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	evals := make([]httplimit.Evaluation, len(ms))
-	ev.Verdicts = make([]httplimit.Verdict, len(ms))
-	var delay time.Duration
 	for i := range ms {
-		m, d := &ms[i], out[i]
-		evals[i] = httplimit.Evaluation{Policy: reqs[i].Policy, Decision: d, Cost: m.cost, Shadow: m.limit.shadow}
-		v := ratelimit.VerdictOf(reqs[i], d)
-		ev.Verdicts[i] = httplimit.Verdict{LimitID: m.limit.id, Policy: reqs[i].Policy, Key: m.parts, Shadow: m.limit.shadow, Result: v, Decision: d}
-		if v == ratelimit.Allowed && !m.limit.shadow {
-			delay = max(delay, d.Delay)
-		}
-		resp.Statuses[m.index] = descriptorStatus(m, reqs[i].Policy, d, v)
+		resp.Statuses[ms[i].index] = descriptorStatus(&ms[i], reqs[i].Policy, out[i], verdicts[i].Result)
 	}
-	var res httplimit.Result
-	res.SetDecision(before, evals, admitted)
 	resp.ResponseHeadersToAdd = headers(&res)
 	if !admitted {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		ev.Outcome = httplimit.OutcomeLimited
-		s.emit(ctx, &ev)
-		return resp, nil
 	}
-	ev.Delay = delay
-	if delay > 0 && !hold(ctx, delay) {
-		ev.Outcome = httplimit.OutcomeAbandoned
-		s.emit(ctx, &ev)
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	ev.Outcome = httplimit.OutcomeAdmitted
-	s.emit(ctx, &ev)
 	return resp, nil
 }
 
@@ -415,19 +401,6 @@ func headers(res *httplimit.Result) []*corev3.HeaderValue {
 		hs = append(hs, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(res.RetryAfter, 10)})
 	}
 	return hs
-}
-
-// hold waits d before a shape-mode admission is answered, so that Envoy
-// holds the request as the gateway would; false means ctx ended first.
-func hold(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (s *Service) emit(ctx context.Context, ev *httplimit.Event) {

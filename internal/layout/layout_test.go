@@ -28,7 +28,10 @@ var allowed = map[string][]string{
 	"store/localdeny":           {"ratelimit", "ratelimit/kit"},
 	"httplimit":                 {"ratelimit"},
 	"metrics":                   {"ratelimit", "github.com/prometheus/"},
-	"config":                    {"ratelimit", "httplimit", "github.com/goccy/go-yaml"},
+	// The registry of configuration key sources: httplimit's and those
+	// built on httplimit.FuncKeyPart (cookies).
+	"keysource": {"httplimit"},
+	"config":    {"ratelimit", "httplimit", "keysource", "github.com/goccy/go-yaml"},
 	// gateway composes a configuration's parts (store, core, engine,
 	// admin, rls) and runs the listeners; it imports no engine library.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
