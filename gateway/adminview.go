@@ -6,13 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
+	"github.com/sluice-gw/sluice/gateway/metrics"
+	"github.com/sluice-gw/sluice/gateway/rls"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
-	"github.com/sluice-gw/sluice/rls"
 )
 
 // adminHandler builds the admin listener's handler (package admin) over

@@ -11,14 +11,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
-	"github.com/sluice-gw/sluice/internal/tracing"
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
+	"github.com/sluice-gw/sluice/gateway/metrics"
+	"github.com/sluice-gw/sluice/gateway/rls"
 	"github.com/sluice-gw/sluice/ratelimit"
-	"github.com/sluice-gw/sluice/rls"
 	"github.com/sluice-gw/sluice/store/fallback"
 	"github.com/sluice-gw/sluice/store/redis"
 )

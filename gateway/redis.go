@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/sluice-gw/sluice/config"
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
 	"github.com/sluice-gw/sluice/store/redis"

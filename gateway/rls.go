@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/metrics"
+	"github.com/sluice-gw/sluice/gateway/rls"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
-	"github.com/sluice-gw/sluice/rls"
 )
 
 // buildRLS builds the rate limit service of the rls section: its domains

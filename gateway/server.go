@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
-	"github.com/sluice-gw/sluice/rls"
+	"github.com/sluice-gw/sluice/gateway/rls"
 )
 
 // rlsListen is c's rls.listen, "" without an rls section.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 // shedConfig has one route per priority (path /PRIORITY) to upstream and

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 

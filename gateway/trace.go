@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
-	"github.com/sluice-gw/sluice/internal/tracing"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
 )
 
 // tracerShutdownTimeout bounds the export of a closing gateway's last spans.

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/sluice-gw/sluice/internal/tracing"
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
 )
 
 // tracedGateway serves route "api" (/up, proxied to a recording upstream,

@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 const deployDir = "../../deploy"

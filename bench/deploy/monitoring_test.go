@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/internal/sluicetest"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 const (

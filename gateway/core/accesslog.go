@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 

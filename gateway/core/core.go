@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway/admin"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/internal/tracing"
-	"github.com/sluice-gw/sluice/metrics"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/store/fallback"
 )

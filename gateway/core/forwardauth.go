@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/url"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 

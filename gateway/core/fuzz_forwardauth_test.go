@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 // FuzzForwardAuthRead feeds arbitrary X-Forwarded-Method, -Uri and -Host

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 )
 
 // Panics records the panics recovered while serving requests

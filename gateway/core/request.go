@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/internal/tracing"
 )
 
 // Wire is what an engine gives the core of one request beyond its method,

@@ -5,7 +5,7 @@ import (
 	"net/textproto"
 	"slices"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 // Fixed is a respond route's answer: the same status, headers and body for

@@ -3,8 +3,8 @@ package core
 import (
 	"context"
 
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/internal/tracing"
 )
 
 // spanKey is the request context's key of the request's *tracing.Span.

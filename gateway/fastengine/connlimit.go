@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 // connLimit bounds the connections a listener holds open: at most max at

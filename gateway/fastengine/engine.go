@@ -14,9 +14,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 )
 
 // Front is how the public server finds, for each request, the Handler of

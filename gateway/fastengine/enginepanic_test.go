@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 )
 
 // TestPanicInEngineHandler: a panic that the gateway's handler leaves

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 )
 
 // A request with Expect: 100-continue is decided once, before the engine

@@ -6,9 +6,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/internal/testkit"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 // This file is package fastengine's in-package test kit (docs/layout.md,

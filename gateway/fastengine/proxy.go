@@ -22,9 +22,9 @@ import (
 
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
+	"github.com/sluice-gw/sluice/gateway/internal/tracing"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/internal/tracing"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 // statusClientClosed is recorded when the client leaves before the upstream answers.

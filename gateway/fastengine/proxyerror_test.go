@@ -14,8 +14,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/internal/testkit"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 // timeoutErr is a net.Error that timed out.

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
-	"github.com/sluice-gw/sluice/metrics"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 )
 
 // uriWire is a request's wire with no header and no peer.

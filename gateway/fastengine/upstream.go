@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
+	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/metrics"
 )
 
 // dialTimeout bounds connecting to an upstream.

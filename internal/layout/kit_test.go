@@ -368,7 +368,7 @@ import (
 
 	gw "github.com/sluice-gw/sluice/gateway"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
-	"github.com/sluice-gw/sluice/internal/gatewaytest"
+	"github.com/sluice-gw/sluice/gateway/internal/gatewaytest"
 )
 
 type inst struct{ srv *gw.Server }

@@ -20,7 +20,7 @@ import (
 )
 
 // MainPackage is the import path of the sluice command.
-const MainPackage = "github.com/sluice-gw/sluice/cmd/sluice"
+const MainPackage = "github.com/sluice-gw/sluice/gateway/cmd/sluice"
 
 // Build compiles the sluice command into dir/sluice with `go build` (with
 // -race when race is true) and returns the binary's path. The go command's

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
-	"github.com/sluice-gw/sluice/internal/cli"
+	"github.com/sluice-gw/sluice/gateway/internal/cli"
 	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 

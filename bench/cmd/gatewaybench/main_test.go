@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
-	"github.com/sluice-gw/sluice/internal/cli"
+	"github.com/sluice-gw/sluice/gateway/internal/cli"
 )
 
 // TestMain lets the test binary serve as the gateway child that run starts.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
-	sluiceconfig "github.com/sluice-gw/sluice/config"
+	sluiceconfig "github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/internal/redistest"
 )
 

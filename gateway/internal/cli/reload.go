@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
-	"github.com/sluice-gw/sluice/internal/watch"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/internal/watch"
 )
 
 // reloader reloads the configuration file into a running server. It is the

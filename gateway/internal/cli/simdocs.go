@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sluice-gw/sluice/simulate"
+	"github.com/sluice-gw/sluice/gateway/simulate"
 )
 
 // docsFile is the page, relative to the docs directory, whose generated

@@ -5,7 +5,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/sluice-gw/sluice/internal/cli"
+	"github.com/sluice-gw/sluice/gateway/internal/cli"
 )
 
 func main() {

@@ -5,8 +5,8 @@ import (
 	"log"
 	"time"
 
+	"github.com/sluice-gw/sluice/gateway/simulate"
 	"github.com/sluice-gw/sluice/ratelimit"
-	"github.com/sluice-gw/sluice/simulate"
 )
 
 // A token bucket of capacity 5 refilled at 1 token a second, offered 3

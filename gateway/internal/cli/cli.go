@@ -15,13 +15,13 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 // Version and Commit identify the build. Release builds set them with
-// -ldflags "-X github.com/sluice-gw/sluice/internal/cli.Version=v1.2.3
-// -X github.com/sluice-gw/sluice/internal/cli.Commit=abc1234"; otherwise
+// -ldflags "-X github.com/sluice-gw/sluice/gateway/internal/cli.Version=v1.2.3
+// -X github.com/sluice-gw/sluice/gateway/internal/cli.Commit=abc1234"; otherwise
 // they come from the module build info when there is any.
 var (
 	Version = "dev"

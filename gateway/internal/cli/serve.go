@@ -8,8 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 // runServe loads the config, starts the listeners and handles signals until

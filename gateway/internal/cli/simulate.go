@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-gw/sluice/config"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/simulate"
 	"github.com/sluice-gw/sluice/ratelimit"
-	"github.com/sluice-gw/sluice/simulate"
 )
 
 // simulateUsage is the help text of `sluice simulate`.

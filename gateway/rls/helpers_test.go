@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
-	"github.com/sluice-gw/sluice/internal/gatewaytest"
+	"github.com/sluice-gw/sluice/gateway/config"
+	"github.com/sluice-gw/sluice/gateway/internal/gatewaytest"
 )
 
 // instance is one sluice serving the rate limit service on loopback.

@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 
-	"github.com/sluice-gw/sluice/config"
 	"github.com/sluice-gw/sluice/gateway"
+	"github.com/sluice-gw/sluice/gateway/config"
 )
 
 // runCheck validates a config file the way serve loads it, building the

@@ -15,8 +15,8 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
+	"github.com/sluice-gw/sluice/gateway/keysource"
 	"github.com/sluice-gw/sluice/httplimit"
-	"github.com/sluice-gw/sluice/keysource"
 )
 
 // decodeBudget bounds the number of values decoded from one file, so that

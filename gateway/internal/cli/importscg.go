@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sluice-gw/sluice/config/scgimport"
+	"github.com/sluice-gw/sluice/gateway/config/scgimport"
 )
 
 // exitPartial is import's exit status when it wrote a configuration but
