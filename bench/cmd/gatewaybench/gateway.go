@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
-	"github.com/sluice-gw/sluice/gateway/internal/cli"
+	"github.com/sluice-gw/sluice/gateway/command"
 	"github.com/sluice-gw/sluice/internal/sluicetest"
 )
 
@@ -24,8 +24,8 @@ const (
 	childProfileEnv = "GATEWAYBENCH_CHILD_CPUPROFILE"
 )
 
-// runGatewayChild runs `sluice serve --config FILE` through internal/cli, the
-// same code as cmd/sluice, optionally under the CPU profiler, and returns the
+// runGatewayChild runs `sluice serve --config FILE` through gateway/command, the
+// same code as gateway/cmd/sluice, optionally under the CPU profiler, and returns the
 // exit code. It stops, and writes the profile, on SIGTERM.
 func runGatewayChild(cfgPath, profPath string) int {
 	if profPath != "" {
@@ -41,7 +41,7 @@ func runGatewayChild(cfgPath, profPath string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	return cli.Run(context.Background(), []string{"serve", "--config", cfgPath}, cli.Env{Stdout: os.Stdout, Stderr: os.Stderr})
+	return command.Run(context.Background(), []string{"serve", "--config", cfgPath}, os.Stdout, os.Stderr)
 }
 
 // limitsKind says which limits the benchmark route carries.

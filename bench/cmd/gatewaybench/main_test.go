@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-gw/sluice/bench/internal/benchproc"
-	"github.com/sluice-gw/sluice/gateway/internal/cli"
+	"github.com/sluice-gw/sluice/gateway/command"
 )
 
 // TestMain lets the test binary serve as the gateway child that run starts.
@@ -117,7 +117,7 @@ func TestGatewayConfigValid(t *testing.T) {
 // checkConfig runs `sluice check --config path` in process.
 func checkConfig(path string) error {
 	var stdout, stderr strings.Builder
-	if code := cli.Run(context.Background(), []string{"check", "--config", path}, cli.Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+	if code := command.Run(context.Background(), []string{"check", "--config", path}, &stdout, &stderr); code != 0 {
 		return fmt.Errorf("sluice check exited %d: %s", code, stderr.String())
 	}
 	return nil
