@@ -12,8 +12,15 @@
 
 FROM golang:1.26 AS build
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
+# The workspace (go.work) joins the library module (the root) and the
+# gateway module (gateway/), whose sluice command this image runs; go.work
+# also names bench/, so its go.mod comes in too (.dockerignore keeps the
+# rest of bench/ out). Only the modules the command builds with are
+# downloaded.
+COPY go.work go.work.sum go.mod go.sum ./
+COPY gateway/go.mod gateway/go.sum gateway/
+COPY bench/go.mod bench/go.sum bench/
+RUN go list -deps ./gateway/cmd/sluice >/dev/null
 COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown

@@ -24,4 +24,4 @@ cd "$(dirname "$0")/.."
 pkg=github.com/sluice-gw/sluice/gateway/internal/cli
 CGO_ENABLED=0 exec go build -trimpath \
 	-ldflags "-s -w -X $pkg.Version=${VERSION:-dev} -X $pkg.Commit=${COMMIT:-unknown}" \
-	-o "$out" ./cmd/sluice
+	-o "$out" ./gateway/cmd/sluice

@@ -73,7 +73,7 @@ func TestGoreleaserMatchesScripts(t *testing.T) {
 	}
 	b, a := g.Builds[0], g.Archives[0]
 
-	// build.sh: `CGO_ENABLED=0 exec go build -trimpath -ldflags "..." -o "$out" ./cmd/sluice`.
+	// build.sh: `CGO_ENABLED=0 exec go build -trimpath -ldflags "..." -o "$out" ./gateway/cmd/sluice`.
 	m := regexp.MustCompile(`(?s)\npkg=(\S+)\n(CGO_ENABLED=0) exec go build (-trimpath) \\\s*-ldflags "([^"]+)" \\\s*-o "\$out" (\S+)\n`).FindSubmatch(build)
 	if m == nil {
 		t.Fatal("scripts/build.sh no longer has the shape this test reads; update both")

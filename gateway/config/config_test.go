@@ -516,15 +516,15 @@ func TestMergeCycle(t *testing.T) {
 // but empty, so ${NAME:-default} takes its default and ${NAME} is "".
 // examples/envoy/envoy.yaml is Envoy's own config, not sluice's.
 func TestExamplesLoad(t *testing.T) {
-	files, _ := filepath.Glob("../examples/*.yaml")
-	more, _ := filepath.Glob("../examples/*/*.yaml")
+	files, _ := filepath.Glob("../../examples/*.yaml")
+	more, _ := filepath.Glob("../../examples/*/*.yaml")
 	files = append(files, more...)
 	if len(files) == 0 {
 		t.Skip("no examples yet")
 	}
 	empty := func(string) (string, bool) { return "", true }
 	for _, f := range files {
-		if filepath.ToSlash(f) == "../examples/envoy/envoy.yaml" {
+		if filepath.ToSlash(f) == "../../examples/envoy/envoy.yaml" {
 			continue
 		}
 		if _, err := Load(f, empty); err != nil {

@@ -27,7 +27,7 @@ type instruction struct {
 // readDockerfile returns the instructions of the repository's Dockerfile.
 func readDockerfile(t *testing.T) []instruction {
 	t.Helper()
-	f, err := os.Open("../Dockerfile")
+	f, err := os.Open("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ var scriptBuilds sync.Mutex
 func buildScript(t *testing.T, dir, version, commit string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "sluice")
-	cmd := exec.Command("../scripts/build.sh", bin)
+	cmd := exec.Command("../../scripts/build.sh", bin)
 	cmd.Env = append(os.Environ(), "VERSION="+version, "COMMIT="+commit)
 	scriptBuilds.Lock()
 	out, err := cmd.CombinedOutput()
@@ -138,7 +138,7 @@ func TestContainerBinary(t *testing.T) {
 	if i := slices.Index(cmdArgs, "--config"); configSrc == "" || i < 0 || i+1 >= len(cmdArgs) || cmdArgs[i+1] != dest {
 		t.Fatalf("CMD %v does not serve the config the image copies (%s to %s)", cmdArgs, configSrc, dest)
 	}
-	configFile := filepath.Join("..", configSrc)
+	configFile := filepath.Join("..", "..", configSrc)
 
 	// The defaults listen where the image says it does.
 	cfg, err := config.Load(configFile, func(string) (string, bool) { return "", false })
@@ -206,7 +206,7 @@ func TestReleaseScript(t *testing.T) {
 	}
 	dist := t.TempDir()
 	target := runtime.GOOS + "/" + runtime.GOARCH
-	cmd := exec.Command("../scripts/release.sh", dist)
+	cmd := exec.Command("../../scripts/release.sh", dist)
 	cmd.Env = append(os.Environ(), "VERSION=v9.8.7-test", "COMMIT=0123456789ab", "TARGETS="+target)
 	scriptBuilds.Lock()
 	out, err := cmd.CombinedOutput()

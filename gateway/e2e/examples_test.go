@@ -14,7 +14,7 @@ import (
 // 200.
 func startExample(t *testing.T, name string) *proc {
 	t.Helper()
-	raw, err := os.ReadFile("../examples/" + name)
+	raw, err := os.ReadFile("../../examples/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

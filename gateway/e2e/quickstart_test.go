@@ -31,7 +31,7 @@ func freePort(t *testing.T) string {
 // running on 8080.
 func TestQuickstartAsDocumented(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../examples/quickstart.yaml")
+	raw, err := os.ReadFile("../../examples/quickstart.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestQuickstartAsDocumented(t *testing.T) {
 // (values aside: they depend on the session's timing).
 func checkREADMEMetricsGrep(t *testing.T, metrics string) {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 // aclDoc is where the documented Redis ACL lives: the "ACL SETUSER" lines
 // between the redis-acl markers of docs/operations.md.
-const aclDoc = "../docs/operations.md"
+const aclDoc = "../../docs/operations.md"
 
 // documentedACL returns the ACL SETUSER lines of docs/operations.md's
 // redis-acl block, each split into its words.
@@ -139,11 +139,11 @@ func commandKeys(words []string) []string {
 // its Go files hold), lower case.
 func scriptCommands(t *testing.T) []string {
 	t.Helper()
-	lua, err := filepath.Glob("../store/redis/lua/*.lua")
+	lua, err := filepath.Glob("../../store/redis/lua/*.lua")
 	if err != nil || len(lua) < 5 {
 		t.Fatalf("the store's scripts: %v %v", lua, err)
 	}
-	goFiles, err := filepath.Glob("../store/redis/*.go")
+	goFiles, err := filepath.Glob("../../store/redis/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}

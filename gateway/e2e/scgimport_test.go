@@ -355,7 +355,7 @@ spring:
 // (written to its keys as SCG writes them) are missing for sluice.
 func TestExampleSCGMigration(t *testing.T) {
 	redistest.Check(t, standaloneErr)
-	raw, err := os.ReadFile("../examples/scg-migration.yaml")
+	raw, err := os.ReadFile("../../examples/scg-migration.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 func run() int {
 	var (
 		scenarios = flag.String("scenario", "all", "comma-separated scenario IDs, or all")
-		binary    = flag.String("sluice", "", "sluice binary (default: go build ./cmd/sluice)")
+		binary    = flag.String("sluice", "", "sluice binary (default: go build ./gateway/cmd/sluice)")
 		rate      = flag.Int("rate", 500, "offered load, requests per second")
 		before    = flag.Duration("before", 5*time.Second, "clean load before the fault")
 		fault     = flag.Duration("fault", 10*time.Second, "length of the fault")

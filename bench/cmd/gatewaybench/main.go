@@ -16,7 +16,7 @@
 //
 // The upstream and the load generator run in this process, the gateway in a
 // child process (a built sluice binary with -sluice, otherwise this binary
-// running the same internal/cli code as cmd/sluice), and redis-server in
+// running the same CLI code as gateway/cmd/sluice, through gateway/command), and redis-server in
 // another; they all share the machine's cores. GOMAXPROCS is set to
 // -client-procs here and -gateway-procs in the gateway. Every attack is
 // bounded by -duration, and every child is killed at the end.
@@ -99,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.users, "users", 1000, "distinct X-User-Id values, sent in turn")
 	fs.StringVar(&names, "cells", allCellNames(), "comma-separated cells")
 	fs.IntVar(&c.repeat, "repeat", 1, "runs of every cell, interleaved in rounds; the report shows medians")
-	fs.StringVar(&c.sluice, "sluice", "", "sluice binary to run as the gateway; empty runs this binary's copy of internal/cli (same code as cmd/sluice)")
+	fs.StringVar(&c.sluice, "sluice", "", "sluice binary to run as the gateway; empty runs this binary's copy of the CLI (gateway/command, the same code as gateway/cmd/sluice)")
 	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary for the redis cell")
 	fs.IntVar(&c.gatewayProcs, "gateway-procs", 1, "GOMAXPROCS of the gateway process")
 	fs.IntVar(&c.clientProcs, "client-procs", 1, "GOMAXPROCS of this process (load generator and upstream)")

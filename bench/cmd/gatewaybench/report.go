@@ -94,7 +94,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- command: `%s`\n", c.cmdline)
 	fmt.Fprintf(&b, "- started %s, %s, %d CPUs; load average before %s, after %s\n",
 		r.started.Format("2006-01-02 15:04 MST"), r.goVersion, r.cpus, r.loadBefore, r.loadAfter)
-	gw := "this binary running internal/cli (same code as cmd/sluice)"
+	gw := "this binary running gateway/command (same code as gateway/cmd/sluice)"
 	if c.sluice != "" {
 		gw = "`" + c.sluice + " serve`"
 	}

@@ -121,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.users, "users", 100000, "distinct X-User-Id values, drawn at random per request")
 	fs.StringVar(&names, "cells", cellNames(cells), "comma-separated cells to run")
 	fs.IntVar(&c.nginxWorkers, "nginx-workers", 2, "nginx worker_processes")
-	fs.StringVar(&c.sluice, "sluice", "", "sluice binary; empty builds this module's cmd/sluice")
+	fs.StringVar(&c.sluice, "sluice", "", "sluice binary; empty builds the gateway module's gateway/cmd/sluice")
 	fs.StringVar(&c.traefik, "traefik", "", "Traefik binary; empty skips the traefik cells")
 	fs.StringVar(&c.nginx, "nginx", "nginx", "nginx binary")
 	fs.StringVar(&c.wrk, "wrk", "wrk", "wrk binary")

@@ -75,7 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.checkOver, "check-over", 3, "M: sequential calls beyond K in the correctness check")
 	fs.StringVar(&c.ratelimitBin, "ratelimit-bin", "", "envoyproxy/ratelimit binary (go build ./src/service_cmd); empty measures sluice only")
 	fs.StringVar(&c.ratelimitCommit, "ratelimit-commit", "", "envoyproxy/ratelimit commit, recorded in the report when the binary's build information has none")
-	fs.StringVar(&c.sluiceBin, "sluice-bin", "", "sluice binary; empty builds ./cmd/sluice of this repository")
+	fs.StringVar(&c.sluiceBin, "sluice-bin", "", "sluice binary; empty builds ./gateway/cmd/sluice of this repository")
 	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&c.out, "out", "", "write the Markdown report to this file too (default: stdout only)")
 	fs.BoolVar(&quick, "quick", false, "smoke run: one 300ms cell at concurrency 4, one round")

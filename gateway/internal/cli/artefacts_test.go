@@ -27,7 +27,7 @@ var (
 // is published) or one that no documented docker build produces, a release
 // archive without the script that builds it, or a script that is not there.
 func TestNamedArtefactsAreBuilt(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	texts := map[string]string{}
 	for _, name := range artefactDocs {
 		err := filepath.WalkDir(filepath.Join(root, name), func(path string, d os.DirEntry, err error) error {

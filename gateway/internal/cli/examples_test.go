@@ -14,28 +14,28 @@ import (
 // as set but empty, so ${NAME:-default} takes its default and ${NAME} is "". Each example opens with
 // a comment header saying what it shows, and examples/README.md lists it.
 func TestShippedConfigsCheck(t *testing.T) {
-	examples, err := filepath.Glob("../../examples/*.yaml")
+	examples, err := filepath.Glob("../../../examples/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deploy, err := filepath.Glob("../../deploy/*.yaml")
+	deploy, err := filepath.Glob("../../../deploy/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	compose, err := filepath.Glob("../../deploy/compose/*.yaml")
+	compose, err := filepath.Glob("../../../deploy/compose/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(examples) < 7 || len(deploy) == 0 || len(compose) == 0 {
 		t.Fatalf("found %d examples, %d deploy configs, %d compose configs: a glob no longer matches", len(examples), len(deploy), len(compose))
 	}
-	index, err := os.ReadFile("../../examples/README.md")
+	index, err := os.ReadFile("../../../examples/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	empty := func(string) (string, bool) { return "", true }
 	for _, f := range append(append(examples, deploy...), compose...) {
-		name := strings.TrimPrefix(f, "../../")
+		name := strings.TrimPrefix(f, "../../../")
 		// deploy/*.yaml also holds the Compose files, which are not sluice configs.
 		if strings.HasPrefix(filepath.Base(f), "compose.") {
 			continue

@@ -17,7 +17,7 @@ import (
 // elements), appears at its place in the reference block. A field added to
 // the config without a line in the reference fails here.
 func TestREADMEConfigReferenceFields(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

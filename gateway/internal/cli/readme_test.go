@@ -12,7 +12,7 @@ import (
 // config that `sluice check` accepts, so the manual never shows a file that
 // would not load.
 func TestREADMEConfigReference(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestREADMEConfigReference(t *testing.T) {
 // TestLicense: the repository carries the full Apache
 // License 2.0 and the README names it.
 func TestLicense(t *testing.T) {
-	lic, err := os.ReadFile("../../LICENSE")
+	lic, err := os.ReadFile("../../../LICENSE")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestLicense(t *testing.T) {
 			t.Errorf("LICENSE lacks %q: not the full Apache License 2.0", want)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 var regenerateDocs = flag.Bool("update-docs", false, "regenerate the charts and outputs of docs/algorithms.md")
 
 // docsDir is the repository's docs directory.
-const docsDir = "../../docs"
+const docsDir = "../../../docs"
 
 // TestDocs fails when a chart or a simulation output in docs/algorithms.md
 // is not what the code produces now. Regenerate them with

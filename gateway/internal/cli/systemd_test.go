@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-const unitFile = "../../deploy/systemd/sluice.service"
+const unitFile = "../../../deploy/systemd/sluice.service"
 
 // unitEntries parses a systemd unit file into section -> key -> values (a
 // key may repeat), rejecting lines that are neither a section, a key=value
@@ -75,7 +75,7 @@ func TestSystemdUnit(t *testing.T) {
 	if i < 0 || i+1 == len(args) || !filepath.IsAbs(args[i+1]) {
 		t.Fatalf("ExecStart %q names no absolute --config path", svc["ExecStart"][0])
 	}
-	args[i+1] = "../../deploy/sluice.yaml"
+	args[i+1] = "../../../deploy/sluice.yaml"
 	var out, errb bytes.Buffer
 	env := Env{Stdout: &out, Stderr: &errb, LookupEnv: func(string) (string, bool) { return "", false }}
 	if code := Run(t.Context(), args, env); code != 0 {
