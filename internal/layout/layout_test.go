@@ -13,8 +13,13 @@ import (
 
 const module = "github.com/sluice-gw/sluice"
 
-// allowed maps each package (relative to the module) to the module-internal
-// packages and third-party module prefixes it may import. It is the table of
+// gatewayModule is the gateway module's path: the packages under gateway/
+// are its own, every other package in the table is the library's (module).
+const gatewayModule = module + "/gateway"
+
+// allowed maps each package (relative to the repository's root, whose
+// import path is module) to the repository's packages and third-party module
+// prefixes it may import. It is the table of
 // docs/layout.md ("What may import what"); TestLayoutDoc keeps the two the
 // same, so change both together.
 var allowed = map[string][]string{
@@ -27,38 +32,40 @@ var allowed = map[string][]string{
 	"store/fallback":            {"ratelimit", "ratelimit/kit", "github.com/sony/gobreaker"},
 	"store/localdeny":           {"ratelimit", "ratelimit/kit"},
 	"httplimit":                 {"ratelimit"},
-	"metrics":                   {"ratelimit", "github.com/prometheus/"},
+	"gateway/metrics":           {"ratelimit", "github.com/prometheus/"},
 	// The registry of configuration key sources: httplimit's and those
 	// built on httplimit.FuncKeyPart (cookies).
-	"keysource": {"httplimit"},
-	"config":    {"ratelimit", "httplimit", "keysource", "github.com/goccy/go-yaml"},
+	"gateway/keysource": {"httplimit"},
+	"gateway/config":    {"ratelimit", "httplimit", "gateway/keysource", "github.com/goccy/go-yaml"},
 	// gateway composes a configuration's parts (store, core, engine,
 	// admin, rls) and runs the listeners; it imports no engine library.
-	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "metrics", "config",
-		"gateway/admin", "gateway/core", "gateway/fastengine", "rls", "internal/tracing", "github.com/prometheus/"},
+	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "gateway/metrics", "gateway/config",
+		"gateway/admin", "gateway/core", "gateway/fastengine", "gateway/rls", "gateway/internal/tracing", "github.com/prometheus/"},
 	// The decision core: engine-neutral (TestCoreImports).
-	"gateway/core": {"ratelimit", "store/fallback", "httplimit", "metrics", "config", "gateway/admin",
-		"gateway/internal/panichook", "internal/tracing"},
+	"gateway/core": {"ratelimit", "store/fallback", "httplimit", "gateway/metrics", "gateway/config", "gateway/admin",
+		"gateway/internal/panichook", "gateway/internal/tracing"},
 	// The fasthttp engine: the one package that imports fasthttp.
-	"gateway/fastengine": {"httplimit", "metrics", "config", "gateway/core", "gateway/internal/panichook",
-		"internal/tracing", "github.com/valyala/fasthttp"},
+	"gateway/fastengine": {"httplimit", "gateway/metrics", "gateway/config", "gateway/core", "gateway/internal/panichook",
+		"gateway/internal/tracing", "github.com/valyala/fasthttp"},
 	// The panic tests' hook into the request path.
 	"gateway/internal/panichook": {},
 	// Envoy's rate limit service: the one package with gRPC and Envoy's
 	// API types (and the protobuf runtime they are built on).
-	"rls": {"ratelimit", "httplimit", "config", "google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy",
+	"gateway/rls": {"ratelimit", "httplimit", "gateway/config", "google.golang.org/grpc", "github.com/envoyproxy/go-control-plane/envoy",
 		"google.golang.org/protobuf"},
 	// OpenTelemetry tracing of the public listener: the one package that
 	// imports it.
-	"internal/tracing": {"go.opentelemetry.io/"},
-	"gateway/admin":    {"ratelimit", "store/memory", "httplimit"},
-	"internal/cli":     {"gateway", "config", "config/scgimport", "ratelimit", "store/memory", "simulate", "internal/watch"},
+	"gateway/internal/tracing": {"go.opentelemetry.io/"},
+	"gateway/admin":            {"ratelimit", "store/memory", "httplimit"},
+	"gateway/internal/cli":     {"gateway", "gateway/config", "gateway/config/scgimport", "ratelimit", "store/memory", "gateway/simulate", "gateway/internal/watch"},
 	// sluice import scg: Spring Boot files (YAML with positions, .properties) to a sluice config.
-	"config/scgimport": {"httplimit", "github.com/goccy/go-yaml"},
+	"gateway/config/scgimport": {"httplimit", "github.com/goccy/go-yaml"},
 	// reload.watch: the one package that imports fsnotify.
-	"internal/watch":     {"github.com/fsnotify/fsnotify"},
-	"cmd/sluice":         {"internal/cli"},
-	"simulate":           {"ratelimit", "ratelimit/kit", "store/memory", "gonum.org/v1/plot"},
+	"gateway/internal/watch": {"github.com/fsnotify/fsnotify"},
+	// The in-process CLI for programs outside the gateway module (bench).
+	"gateway/command":    {"gateway/internal/cli"},
+	"gateway/cmd/sluice": {"gateway/internal/cli"},
+	"gateway/simulate":   {"ratelimit", "ratelimit/kit", "store/memory", "gonum.org/v1/plot"},
 	"internal/redistest": {},
 	// Builds and runs the sluice binary (tests and benchmarks only).
 	"internal/sluicetest": {},
@@ -70,27 +77,53 @@ var allowed = map[string][]string{
 	// Loopback listeners and the servers tests run on them.
 	"internal/testkit": {},
 	// Gateways built and started for tests outside package gateway.
-	"internal/gatewaytest": {"gateway", "config"},
+	"gateway/internal/gatewaytest": {"gateway", "gateway/config"},
 }
 
 type pkg struct {
 	ImportPath string
 	Imports    []string
 	Standard   bool
+	Module     struct{ Path string }
 }
 
-func TestImportEdges(t *testing.T) {
+// listPackages returns the packages of the library and gateway modules
+// (the bench module's are left out: its tools and tests may import
+// anything), as `go list -json` in the workspace (go.work) reports them.
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
-	seen := map[string]bool{}
+	var pkgs []pkg
 	for dec.More() {
 		var p pkg
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
+		if p.Module.Path == module || p.Module.Path == gatewayModule {
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs
+}
+
+// wantModule is the module a package of the table (relative path rel)
+// belongs to: the gateway module for gateway and below it, else the library.
+func wantModule(rel string) string {
+	if rel == "gateway" || strings.HasPrefix(rel, "gateway/") {
+		return gatewayModule
+	}
+	return module
+}
+
+// TestImportEdges checks every package of the table against its row, and
+// that each is in the module its path says (docs/layout.md, "Modules").
+func TestImportEdges(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		seen[rel] = true
 		rules, ok := allowed[rel]
@@ -98,6 +131,9 @@ func TestImportEdges(t *testing.T) {
 			// Packages outside the table (examples, bench tools) may
 			// import anything but must not be imported by the library.
 			continue
+		}
+		if want := wantModule(rel); p.Module.Path != want {
+			t.Errorf("%s is in module %s; want %s", rel, p.Module.Path, want)
 		}
 		for _, imp := range p.Imports {
 			if isStd(imp) || imp == p.ImportPath {
@@ -108,9 +144,9 @@ func TestImportEdges(t *testing.T) {
 			}
 		}
 	}
-	for _, core := range []string{"ratelimit", "store/memory"} {
-		if !seen[core] {
-			t.Errorf("package %s is missing", core)
+	for rel := range allowed {
+		if !seen[rel] {
+			t.Errorf("package %s of the layout table is missing", rel)
 		}
 	}
 }
@@ -214,17 +250,8 @@ var engines = []string{"gateway/fastengine"}
 // library, in the files that build the package (tests may drive the
 // engine's library directly).
 func TestOneEngine(t *testing.T) {
-	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
 	importers := map[string][]string{}
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		for _, imp := range p.Imports {
 			for _, lib := range engineLibraries {
@@ -249,8 +276,9 @@ var coreImports = []string{
 	"context", "crypto/sha256", "encoding/hex", "errors", "fmt", "hash/maphash", "log/slog", "maps", "math",
 	"math/rand/v2", "net/netip", "net/textproto", "net/url", "runtime", "runtime/debug", "slices", "strconv",
 	"strings", "sync", "sync/atomic", "time", "unicode/utf8",
-	module + "/config", module + "/gateway/admin", module + "/gateway/internal/panichook", module + "/httplimit",
-	module + "/internal/tracing", module + "/metrics", module + "/ratelimit", module + "/store/fallback",
+	module + "/gateway/admin", module + "/gateway/config", module + "/gateway/internal/panichook",
+	module + "/gateway/internal/tracing", module + "/gateway/metrics", module + "/httplimit", module + "/ratelimit",
+	module + "/store/fallback",
 }
 
 // TestCoreImports checks the decision core's imports: exactly coreImports,
