@@ -19,7 +19,7 @@ import (
 // column of docs/algorithms.md. The key strings are made beforehand and not
 // counted; the store keeps the caller's string, so add the key's length.
 //
-//	go test ./simulate -run '^$' -bench MemoryPerKey -benchtime 1x
+//	go test ./gateway/simulate -run '^$' -bench MemoryPerKey -benchtime 1x
 func BenchmarkMemoryPerKey(b *testing.B) {
 	const keys = 100_000
 	specs, err := CompareSpecs(100, time.Minute)

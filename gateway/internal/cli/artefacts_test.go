@@ -23,7 +23,8 @@ var (
 
 // TestNamedArtefactsAreBuilt keeps README, docs/deployment.md and the
 // deploy files from naming what no one can get: a version to go install
-// that is not a tag of this repository, a sluice image on a registry (none
+// that is not a tag of this repository (DIR/vX.Y.Z for a package of the
+// module in DIR; the placeholder vX.Y.Z itself names no version), a sluice image on a registry (none
 // is published) or one that no documented docker build produces, a release
 // archive without the script that builds it, or a script that is not there.
 func TestNamedArtefactsAreBuilt(t *testing.T) {
@@ -69,8 +70,16 @@ func TestNamedArtefactsAreBuilt(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, dir)); err != nil {
 				t.Errorf("%s names go install %s, a package the repository does not have", name, pkg)
 			}
-			if !slices.Contains(tags, version) {
-				t.Errorf("%s names go install %s@%s, but %q is not a tag of this repository (tags: %v)", name, pkg, version, version, tags)
+			if version == versionPlaceholder {
+				continue
+			}
+			// A nested module's version vX.Y.Z is the tag DIR/vX.Y.Z.
+			tag := version
+			if mod := moduleDir(root, dir); mod != "" {
+				tag = mod + "/" + version
+			}
+			if !slices.Contains(tags, tag) {
+				t.Errorf("%s names go install %s@%s, but %q is not a tag of this repository (tags: %v)", name, pkg, version, tag, tags)
 			}
 		}
 		for _, img := range sluiceImageRE.FindAllString(text, -1) {
@@ -93,6 +102,22 @@ func TestNamedArtefactsAreBuilt(t *testing.T) {
 			t.Errorf("%s mentions release archives without scripts/release.sh, which builds them (none is published)", name)
 		}
 	}
+}
+
+// versionPlaceholder stands for a version in a command that shows how a
+// tagged release would be installed; it names no version.
+const versionPlaceholder = "vX.Y.Z"
+
+// moduleDir returns the directory (relative to root, slash-separated) of
+// the nested module that holds the package directory dir, or "" for the
+// root module.
+func moduleDir(root, dir string) string {
+	for d := filepath.ToSlash(dir); d != "." && d != "/" && d != ""; d = filepath.ToSlash(filepath.Dir(d)) {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(d), "go.mod")); err == nil {
+			return d
+		}
+	}
+	return ""
 }
 
 // withTag adds :latest to an image reference without a tag.

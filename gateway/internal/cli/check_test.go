@@ -15,7 +15,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // TestCheckGolden runs `sluice check` on each testdata/check/*.yaml and
 // compares its exit code, stdout and stderr with the .golden file beside it.
-// Regenerate with: go test ./internal/cli -run TestCheckGolden -update
+// Regenerate with: go test ./gateway/internal/cli -run TestCheckGolden -update
 func TestCheckGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/check/*.yaml")
 	if err != nil || len(files) == 0 {

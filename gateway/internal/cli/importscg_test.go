@@ -22,7 +22,7 @@ import (
 // with its want.golden; the translated configuration must pass what
 // `sluice check` checks. Regenerate with:
 //
-//	go test ./internal/cli -run TestImportSCGGolden -update
+//	go test ./gateway/internal/cli -run TestImportSCGGolden -update
 func TestImportSCGGolden(t *testing.T) {
 	dirs, err := filepath.Glob("testdata/importscg/*")
 	if err != nil {

@@ -17,7 +17,7 @@ const docsDir = "../../../docs"
 // TestDocs fails when a chart or a simulation output in docs/algorithms.md
 // is not what the code produces now. Regenerate them with
 //
-//	go test ./internal/cli -run TestDocs -update-docs
+//	go test ./gateway/internal/cli -run TestDocs -update-docs
 func TestDocs(t *testing.T) {
 	if *regenerateDocs {
 		if err := updateDocs(docsDir); err != nil {
@@ -25,7 +25,7 @@ func TestDocs(t *testing.T) {
 		}
 	}
 	if err := checkDocs(docsDir); err != nil {
-		t.Fatalf("%v\nregenerate with: go test ./internal/cli -run TestDocs -update-docs", err)
+		t.Fatalf("%v\nregenerate with: go test ./gateway/internal/cli -run TestDocs -update-docs", err)
 	}
 	page, err := os.ReadFile(filepath.Join(docsDir, docsFile))
 	if err != nil {
@@ -36,7 +36,7 @@ func TestDocs(t *testing.T) {
 			t.Errorf("%s does not show img/%s.svg", docsFile, e.name)
 		}
 	}
-	if !strings.Contains(string(page), "go test ./internal/cli -run TestDocs -update-docs") {
+	if !strings.Contains(string(page), "go test ./gateway/internal/cli -run TestDocs -update-docs") {
 		t.Errorf("%s does not document the command that regenerates it", docsFile)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // TestSimulateGolden runs `sluice simulate` on each case of
 // testdata/simulate/*.args and compares stdout, stderr and the exit code
 // with testdata/simulate/NAME.golden. Regenerate with
-// go test ./internal/cli -run TestSimulateGolden -update.
+// go test ./gateway/internal/cli -run TestSimulateGolden -update.
 func TestSimulateGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/simulate/*.args")
 	if err != nil {
