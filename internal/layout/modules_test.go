@@ -333,3 +333,49 @@ func TestCIRunsTheReadmeCommand(t *testing.T) {
 		}
 	}
 }
+
+// readmeGoCommand finds the package argument of a `go run` or `go build`
+// command line in README.md, and the file after --config.
+var (
+	readmeGoCommand = regexp.MustCompile(`(?m)^go (?:run|build)(?: -o \S+)? (\./\S+)(?:.*--config (\S+))?`)
+	readmeGoInstall = regexp.MustCompile(`go install (` + regexp.QuoteMeta(module) + `/\S+)@`)
+)
+
+// TestReadmeGoCommands: each `go run` and `go build` line in README.md,
+// run at the repository's root as the README says, names a main package of
+// the workspace and an existing config file, and each `go install` names a
+// main package of the repository, so the quickstart works verbatim from a
+// clean clone.
+func TestReadmeGoCommands(t *testing.T) {
+	root := repoRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := readmeGoCommand.FindAllStringSubmatch(string(readme), -1)
+	installs := readmeGoInstall.FindAllStringSubmatch(string(readme), -1)
+	if len(runs) == 0 || len(installs) == 0 {
+		t.Fatalf("README.md has %d go run/build lines and %d go install commands; want the quickstart's and the install's", len(runs), len(installs))
+	}
+	var pkgs []string
+	for _, m := range runs {
+		pkgs = append(pkgs, m[1])
+		if m[2] != "" {
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[2]))); err != nil {
+				t.Errorf("README.md: %s: %v", m[0], err)
+			}
+		}
+	}
+	for _, m := range installs {
+		pkgs = append(pkgs, m[1])
+	}
+	for _, p := range pkgs {
+		// In the workspace (go.work), as a reader at the root runs it.
+		cmd := exec.Command("go", "list", "-f", "{{.Name}}", p)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "main" {
+			t.Errorf("README.md names %s, which is not a main package at the repository's root: %v\n%s", p, err, out)
+		}
+	}
+}
