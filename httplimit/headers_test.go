@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -274,7 +273,7 @@ func TestUncountedNoHeaders(t *testing.T) {
 			if w.Code != http.StatusOK {
 				t.Fatalf("status %d, want 200", w.Code)
 			}
-			if diff := cmp.Diff(c.want, rlHeaders(w)); diff != "" {
+			if diff := testdiff.Diff(c.want, rlHeaders(w)); diff != "" {
 				t.Errorf("headers (-want +got):\n%s", diff)
 			}
 		})

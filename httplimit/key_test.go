@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 )
 
 func TestParseKey(t *testing.T) {
@@ -134,11 +134,11 @@ func FuzzStateKey(f *testing.F) {
 		parts := []string{a, b, a + b}[:n%4]
 		want := append([]string{route, id, policy}, parts...)
 		got, anon := decodeStateKey(t, StateKey(route, id, policy, parts))
-		if anon || !cmp.Equal(want, got) {
+		if anon || !testdiff.Equal(want, got) {
 			t.Errorf("StateKey%q decodes to %q (anonymous %v)", want, got, anon)
 		}
 		got, anon = decodeStateKey(t, AnonymousStateKey(route, id, policy))
-		if !anon || !cmp.Equal(want[:3], got) {
+		if !anon || !testdiff.Equal(want[:3], got) {
 			t.Errorf("AnonymousStateKey%q decodes to %q (anonymous %v)", want[:3], got, anon)
 		}
 	})

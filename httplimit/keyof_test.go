@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 )
 
 // TestKeyOf: KeyOf resolves each limit's key as the decision does (the
@@ -24,7 +24,7 @@ func TestKeyOf(t *testing.T) {
 		}
 		f.h.ServeHTTP(httptest.NewRecorder(), r)
 		want := f.lastEvent(t).Verdicts[i].Key
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := testdiff.Diff(want, got); diff != "" {
 			t.Errorf("KeyOf(limit %d) differs from the verdict's key (-want +got):\n%s", i, diff)
 		}
 	}

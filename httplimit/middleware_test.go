@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -209,7 +209,7 @@ func TestHeaders(t *testing.T) {
 			if w.Code != tt.status {
 				t.Fatalf("status = %d, want %d", w.Code, tt.status)
 			}
-			if diff := cmp.Diff(tt.want, rlHeaders(w)); diff != "" {
+			if diff := testdiff.Diff(tt.want, rlHeaders(w)); diff != "" {
 				t.Errorf("headers (-want +got):\n%s", diff)
 			}
 		})
@@ -294,7 +294,7 @@ func TestAllOrNothing(t *testing.T) {
 	// admit and reports so, though nothing was consumed.
 	ev := f.lastEvent(t)
 	got := []ratelimit.Verdict{ev.Verdicts[0].Result, ev.Verdicts[1].Result}
-	if diff := cmp.Diff([]ratelimit.Verdict{ratelimit.Denied, ratelimit.Allowed}, got); diff != "" {
+	if diff := testdiff.Diff([]ratelimit.Verdict{ratelimit.Denied, ratelimit.Allowed}, got); diff != "" {
 		t.Errorf("last verdicts (-want +got):\n%s", diff)
 	}
 }
@@ -313,7 +313,7 @@ func TestOnEmptyKey(t *testing.T) {
 			if got := w.Body.String(); got != want {
 				t.Errorf("body = %s\nwant %s", got, want)
 			}
-			if diff := cmp.Diff(map[string]string{}, rlHeaders(w)); diff != "" {
+			if diff := testdiff.Diff(map[string]string{}, rlHeaders(w)); diff != "" {
 				t.Errorf("a 403 carries rate-limit headers:\n%s", diff)
 			}
 		}
@@ -342,7 +342,7 @@ func TestOnEmptyKey(t *testing.T) {
 			codes = append(codes, f.do("/", h).Code)
 		}
 		// Three anonymous requests share 2; "-" and "0:" are real keys with their own budgets.
-		if diff := cmp.Diff([]int{200, 200, 200, 200, 429}, codes); diff != "" {
+		if diff := testdiff.Diff([]int{200, 200, 200, 200, 429}, codes); diff != "" {
 			t.Errorf("codes (-want +got):\n%s", diff)
 		}
 		ev := f.lastEvent(t)
@@ -472,7 +472,7 @@ func TestShadow(t *testing.T) {
 		results = append(results, ev.Verdicts[1].Result)
 	}
 	want := []ratelimit.Verdict{ratelimit.Allowed, ratelimit.ShadowDenied, ratelimit.ShadowDenied}
-	if diff := cmp.Diff(want, results); diff != "" {
+	if diff := testdiff.Diff(want, results); diff != "" {
 		t.Errorf("shadow results (-want +got):\n%s", diff)
 	}
 	if got := f.do("/", "X-User-Id: u1").Header().Get(HeaderRemaining); got != "6" {
@@ -547,11 +547,11 @@ func TestShapeHoldsRequest(t *testing.T) {
 			waited = append(waited, time.Since(start))
 			start = time.Now()
 		}
-		if diff := cmp.Diff([]int{200, 200, 200, 429}, codes); diff != "" {
+		if diff := testdiff.Diff([]int{200, 200, 200, 429}, codes); diff != "" {
 			t.Errorf("codes (-want +got):\n%s", diff)
 		}
 		want := []time.Duration{0, 200 * time.Millisecond, 400 * time.Millisecond, 0}
-		if diff := cmp.Diff(want, waited); diff != "" {
+		if diff := testdiff.Diff(want, waited); diff != "" {
 			t.Errorf("holds (-want +got):\n%s", diff)
 		}
 		if d := f.events[2].Delay; d != 400*time.Millisecond {
@@ -599,7 +599,7 @@ func TestCost(t *testing.T) {
 	for range 4 {
 		remaining = append(remaining, f.do("/", "X-User-Id: u1").Header().Get(HeaderRemaining))
 	}
-	if diff := cmp.Diff([]string{"7", "4", "1", "1"}, remaining); diff != "" {
+	if diff := testdiff.Diff([]string{"7", "4", "1", "1"}, remaining); diff != "" {
 		t.Errorf("remaining (-want +got):\n%s", diff)
 	}
 }
@@ -627,7 +627,7 @@ func TestKeySources(t *testing.T) {
 				t.Fatalf("status %d", w.Code)
 			}
 			want := StateKey("api", "k", "per-user", strings.Split(tt.want, "|"))
-			if diff := cmp.Diff([]string{want}, f.store.keys()); diff != "" {
+			if diff := testdiff.Diff([]string{want}, f.store.keys()); diff != "" {
 				t.Errorf("state keys (-want +got):\n%s", diff)
 			}
 		})

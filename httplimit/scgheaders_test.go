@@ -9,8 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -57,28 +56,28 @@ func TestSCGHeaders(t *testing.T) {
 	clock := kit.NewManualClock(t0)
 	st := newTestStore(t, clock)
 	w := run(st, nil, 1)
-	if d := cmp.Diff(want("3"), scgHeaderValues(w)); d != "" || w.Code != 200 {
+	if d := testdiff.Diff(want("3"), scgHeaderValues(w)); d != "" || w.Code != 200 {
 		t.Errorf("admitted: %d (-want +got):\n%s", w.Code, d)
 	}
 	if !slices.Contains(st.keys(), ratelimit.SCGRouteKey("api-scg", "u1")) {
 		t.Errorf("state keys %q, want SCG's %q", st.keys(), ratelimit.SCGRouteKey("api-scg", "u1"))
 	}
 	w = run(newTestStore(t, clock), nil, 3)
-	if d := cmp.Diff(want("1"), scgHeaderValues(w)); d != "" || w.Code != http.StatusTooManyRequests {
+	if d := testdiff.Diff(want("1"), scgHeaderValues(w)); d != "" || w.Code != http.StatusTooManyRequests {
 		t.Errorf("denied: %d (-want +got):\n%s", w.Code, d)
 	}
 	failing := newTestStore(t, clock)
 	failing.err = errors.New("down")
 	w = run(failing, func(Request, error) *Problem { return nil }, 1)
-	if d := cmp.Diff(want("-1"), scgHeaderValues(w)); d != "" || w.Code != 200 {
+	if d := testdiff.Diff(want("-1"), scgHeaderValues(w)); d != "" || w.Code != 200 {
 		t.Errorf("store failed, let through: %d (-want +got):\n%s", w.Code, d)
 	}
 	w = run(failing, nil, 1)
-	if d := cmp.Diff(map[string]string{}, scgHeaderValues(w)); d != "" || w.Code != http.StatusServiceUnavailable {
+	if d := testdiff.Diff(map[string]string{}, scgHeaderValues(w)); d != "" || w.Code != http.StatusServiceUnavailable {
 		t.Errorf("store failed, 503: %d (-want +got):\n%s", w.Code, d)
 	}
 	w = run(uncountedStore{newTestStore(t, clock), map[string]bool{"scg": true}}, nil, 1)
-	if d := cmp.Diff(want("-1"), scgHeaderValues(w)); d != "" || w.Code != 200 {
+	if d := testdiff.Diff(want("-1"), scgHeaderValues(w)); d != "" || w.Code != 200 {
 		t.Errorf("uncounted: %d (-want +got):\n%s", w.Code, d)
 	}
 }

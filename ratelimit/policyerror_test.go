@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 )
 
 // TestPolicyErrorFields checks that each problem NewPolicy reports names its
@@ -57,7 +57,7 @@ func TestPolicyErrorFields(t *testing.T) {
 				c.Detail = ""
 				got = append(got, c)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := testdiff.Diff(tt.want, got); diff != "" {
 				t.Errorf("NewPolicy(%+v) problems (-want +got):\n%s", tt.cfg, diff)
 			}
 		})

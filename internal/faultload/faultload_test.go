@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 )
 
 func TestParseMetricsAndSum(t *testing.T) {
@@ -93,7 +93,7 @@ func TestPhase(t *testing.T) {
 	}
 	got := phase("x", lats)
 	want := Phase{Name: "x", Requests: 100, P50: 50 * time.Millisecond, P99: 99 * time.Millisecond, Max: 100 * time.Millisecond}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := testdiff.Diff(want, got); diff != "" {
 		t.Errorf("phase (-want +got):\n%s", diff)
 	}
 }
@@ -151,7 +151,7 @@ func TestProxyCountsScriptsAcrossReads(t *testing.T) {
 		t.Fatalf("reply %q, %v", line, err)
 	}
 	want := map[string]int64{sha: 4, "EVAL": 1}
-	if diff := cmp.Diff(want, p.ScriptsBySHA()); diff != "" {
+	if diff := testdiff.Diff(want, p.ScriptsBySHA()); diff != "" {
 		t.Errorf("ScriptsBySHA (-want +got):\n%s", diff)
 	}
 	if got := p.Scripts(); got != 5 {

@@ -74,6 +74,8 @@ var allowed = map[string][]string{
 	"internal/layout":    {},
 	// Self-signed TLS certificates for tests.
 	"internal/testcert": {},
+	// Value comparison for the library's tests, on the standard library.
+	"internal/testdiff": {},
 	// Loopback listeners and the servers tests run on them.
 	"internal/testkit": {},
 	// Gateways built and started for tests outside package gateway.

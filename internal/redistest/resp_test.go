@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 )
 
 func TestReadReply(t *testing.T) {
@@ -34,7 +34,7 @@ func TestReadReply(t *testing.T) {
 			if err != nil {
 				t.Fatalf("readReply(%q) error: %v", tt.in, err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := testdiff.Diff(tt.want, got); diff != "" {
 				t.Errorf("readReply(%q) mismatch (-want +got):\n%s", tt.in, diff)
 			}
 		})
@@ -90,7 +90,7 @@ func TestReplyErrorPrefix(t *testing.T) {
 func TestParseInfo(t *testing.T) {
 	in := "# Server\r\nredis_version:7.0.15\r\n\r\n# Commandstats\r\ncmdstat_get:calls=2,usec=3\r\n"
 	want := map[string]string{"redis_version": "7.0.15", "cmdstat_get": "calls=2,usec=3"}
-	if diff := cmp.Diff(want, parseInfo(in)); diff != "" {
+	if diff := testdiff.Diff(want, parseInfo(in)); diff != "" {
 		t.Errorf("parseInfo mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -12,8 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/ratelimittest"
 )
@@ -109,13 +108,13 @@ func TestBreakerOpens(t *testing.T) {
 			t.Errorf("primary calls = %d, want %d (none once open)", calls, DefaultConsecutiveFailures)
 		}
 		errs, falls, states := e.hooks.snapshot()
-		if diff := cmp.Diff(map[string]int{"other": DefaultConsecutiveFailures}, errs); diff != "" {
+		if diff := testdiff.Diff(map[string]int{"other": DefaultConsecutiveFailures}, errs); diff != "" {
 			t.Errorf("OnStoreError kinds (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[Mode]int{Local: 20}, falls); diff != "" {
+		if diff := testdiff.Diff(map[Mode]int{Local: 20}, falls); diff != "" {
 			t.Errorf("OnFallback (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]bool{true}, states); diff != "" {
+		if diff := testdiff.Diff([]bool{true}, states); diff != "" {
 			t.Errorf("OnStateChange (-want +got):\n%s", diff)
 		}
 	})
@@ -183,7 +182,7 @@ func TestHalfOpenOneProbe(t *testing.T) {
 		if calls, _ := e.primary.stats(); calls-calls0 != 2 {
 			t.Errorf("primary calls after recovery = %d, want 2", calls-calls0)
 		}
-		if _, _, states := e.hooks.snapshot(); !cmp.Equal(states, []bool{true, false}) {
+		if _, _, states := e.hooks.snapshot(); !testdiff.Equal(states, []bool{true, false}) {
 			t.Errorf("OnStateChange calls = %v, want [true false]", states)
 		}
 	})
@@ -283,7 +282,7 @@ func TestModes(t *testing.T) {
 					t.Errorf("Ready while open = %v, want %v", got, tt.wantReady)
 				}
 				_, falls, _ := e.hooks.snapshot()
-				if diff := cmp.Diff(map[Mode]int{tt.mode: 2 * DefaultConsecutiveFailures}, falls); diff != "" {
+				if diff := testdiff.Diff(map[Mode]int{tt.mode: 2 * DefaultConsecutiveFailures}, falls); diff != "" {
 					t.Errorf("OnFallback (-want +got):\n%s", diff)
 				}
 				e.primary.set(up)

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -57,10 +56,10 @@ func TestInProcess(t *testing.T) {
 				t.Error("Active = true, want false: an in-process primary has no breaker")
 			}
 			errs, falls, _ := e.hooks.snapshot()
-			if diff := cmp.Diff(map[string]int{"other": n}, errs); diff != "" {
+			if diff := testdiff.Diff(map[string]int{"other": n}, errs); diff != "" {
 				t.Errorf("OnStoreError (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.falls, falls); diff != "" {
+			if diff := testdiff.Diff(tt.falls, falls); diff != "" {
 				t.Errorf("OnFallback (-want +got):\n%s", diff)
 			}
 			if got := e.s.Ready(context.Background()); got != tt.wantReady {
@@ -92,7 +91,7 @@ func TestObserved(t *testing.T) {
 			t.Fatalf("request %d: Evaluate = %v, %v; want an admission", i, ok, err)
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"a allow": 2, "b allow": 1}, seen); diff != "" {
+	if diff := testdiff.Diff(map[string]int{"a allow": 2, "b allow": 1}, seen); diff != "" {
 		t.Errorf("views' hooks (-want +got):\n%s", diff)
 	}
 	if _, falls, _ := e.hooks.snapshot(); falls[Allow] != 4 {

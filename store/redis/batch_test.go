@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/ratelimit/ratelimittest"
@@ -217,7 +216,7 @@ func TestBatchMatchesUnbatched(t *testing.T) {
 			if got[i].err != nil {
 				t.Fatalf("round %d, request %d: %v (seed %d)", round, i, got[i].err, seed)
 			}
-			if got[i].ok != want[i].ok || !cmp.Equal(got[i].out, want[i].out) {
+			if got[i].ok != want[i].ok || !testdiff.Equal(got[i].out, want[i].out) {
 				t.Fatalf("round %d, request %d of %d %v (seed %d):\nbatched %v %+v\nalone   %v %+v",
 					round, i, len(reqs), reqs[i], seed, got[i].ok, got[i].out, want[i].ok, want[i].out)
 			}
@@ -227,7 +226,7 @@ func TestBatchMatchesUnbatched(t *testing.T) {
 	for k := range 4 {
 		for _, p := range ps {
 			r := ratelimit.Request{Key: fmt.Sprint("k", k), Policy: p}
-			if d := cmp.Diff(peek(t, alone, r), peek(t, batched, r)); d != "" {
+			if d := testdiff.Diff(peek(t, alone, r), peek(t, batched, r)); d != "" {
 				t.Errorf("%s on %s: state differs at the end (-alone +batched):\n%s", p.Name(), r.Key, d)
 			}
 		}
@@ -553,7 +552,7 @@ func TestBatchArgsForms(t *testing.T) {
 	}
 	refs := args[3+2*5:]
 	want := []string{"r1", "r-1", "1", "1", "3", "1", "2", "1", "2", "1", "1", "-2", "1"}
-	if diff := cmp.Diff(want, refs); diff != "" {
+	if diff := testdiff.Diff(want, refs); diff != "" {
 		t.Errorf("per-request arguments (-want +got):\n%s", diff)
 	}
 	_, args = build(mk(ratelimit.Request{Key: "a", Policy: tb}), mk(ratelimit.Request{Key: "a", Policy: tb}))

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
-
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -51,7 +50,7 @@ func rawState(t *testing.T, c rueidis.Client, s *Store, r ratelimit.Request) (du
 func sameState(t *testing.T, c rueidis.Client, s *Store, r ratelimit.Request, before []string, ttls []int64) {
 	t.Helper()
 	after, ttlsAfter := rawState(t, c, s, r)
-	if d := cmp.Diff(before, after); d != "" {
+	if d := testdiff.Diff(before, after); d != "" {
 		t.Errorf("%q: keys changed by a denied request (-before +after):\n%s", r.Key, d)
 	}
 	for i := range ttls {

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sluice-gw/sluice/internal/redistest"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 )
@@ -161,7 +160,7 @@ func TestSentinelDeniedWritesNothing(t *testing.T) {
 			for i, r := range reqs {
 				sameState(t, raw, s, r, dumps[i], ttls[i])
 			}
-			if d := cmp.Diff(before, peek(t, s, reqs...)); d != "" {
+			if d := testdiff.Diff(before, peek(t, s, reqs...)); d != "" {
 				t.Errorf("Peek changed by a denied request (-before +after):\n%s", d)
 			}
 		})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 )
 
 func TestSharedTable(t *testing.T) {
@@ -37,7 +37,7 @@ func TestSharedTable(t *testing.T) {
 			if err != nil || v != 2 || !changed {
 				t.Fatalf("LoadOverrides(0) = %d, changed %v, %v; want 2, true, nil", v, changed, err)
 			}
-			if diff := cmp.Diff(map[string]string{f1: "vip", f2: "hourly"}, table); diff != "" {
+			if diff := testdiff.Diff(map[string]string{f1: "vip", f2: "hourly"}, table); diff != "" {
 				t.Errorf("table (-want +got):\n%s", diff)
 			}
 			// Polling with the current version returns nothing new.
@@ -56,7 +56,7 @@ func TestSharedTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(map[string]string{f2: "hourly"}, table); diff != "" {
+			if diff := testdiff.Diff(map[string]string{f2: "hourly"}, table); diff != "" {
 				t.Errorf("table after delete (-want +got):\n%s", diff)
 			}
 		})
@@ -88,7 +88,7 @@ func TestSharedTableKeys(t *testing.T) {
 	}
 	defer s.Close()
 	got := s.SharedTable("overrides").(*sharedTable).keys
-	if diff := cmp.Diff([]string{"p:{overrides}", "p:{overrides}:version"}, got); diff != "" {
+	if diff := testdiff.Diff([]string{"p:{overrides}", "p:{overrides}:version"}, got); diff != "" {
 		t.Errorf("keys (-want +got):\n%s", diff)
 	}
 }

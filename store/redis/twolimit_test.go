@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
-
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 	"github.com/sluice-gw/sluice/ratelimit/kit"
 	"github.com/sluice-gw/sluice/store/memory"
@@ -75,13 +74,13 @@ func TestTwoLimitsMatchMemory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok != wantOK || !cmp.Equal(out, want) {
+			if ok != wantOK || !testdiff.Equal(out, want) {
 				t.Fatalf("round %d, request %d %v (seed %d), alone:\nredis  %v %+v\nmemory %v %+v", round, i, r, seed, ok, out, wantOK, want)
 			}
 			if got[i].err != nil {
 				t.Fatalf("round %d, request %d (seed %d), batched: %v", round, i, seed, got[i].err)
 			}
-			if got[i].ok != wantOK || !cmp.Equal(got[i].out, want) {
+			if got[i].ok != wantOK || !testdiff.Equal(got[i].out, want) {
 				t.Fatalf("round %d, request %d of %d %v (seed %d), batched:\nredis  %v %+v\nmemory %v %+v",
 					round, i, len(reqs), r, seed, got[i].ok, got[i].out, wantOK, want)
 			}
@@ -92,10 +91,10 @@ func TestTwoLimitsMatchMemory(t *testing.T) {
 		for _, p := range ps {
 			r := ratelimit.Request{Key: key + "/" + p.Name(), Policy: p}
 			want := peek(t, ms, r)
-			if d := cmp.Diff(want, peek(t, alone, r)); d != "" {
+			if d := testdiff.Diff(want, peek(t, alone, r)); d != "" {
 				t.Errorf("%s on %s: state differs at the end (-memory +alone):\n%s", p.Name(), key, d)
 			}
-			if d := cmp.Diff(want, peek(t, batched, r)); d != "" {
+			if d := testdiff.Diff(want, peek(t, batched, r)); d != "" {
 				t.Errorf("%s on %s: state differs at the end (-memory +batched):\n%s", p.Name(), key, d)
 			}
 		}
