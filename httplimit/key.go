@@ -70,7 +70,7 @@ func FuncKeyPart(name string, fn func(Request) string) KeyPart {
 
 // Equal reports whether p and q read the same value: the same source and
 // name. Two FuncKeyPart parts compare by name alone (so a configuration
-// parsed twice has equal keys), and go-cmp compares KeyParts with it.
+// parsed twice has equal keys), and comparison libraries such as go-cmp use it.
 func (p KeyPart) Equal(q KeyPart) bool { return p.Source == q.Source && p.Name == q.Name }
 
 // Key is a rate-limit key: the values of its parts together name one budget.

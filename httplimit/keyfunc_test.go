@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/sluice-gw/sluice/internal/testdiff"
 	"github.com/sluice-gw/sluice/ratelimit"
 )
 
@@ -82,10 +82,10 @@ func TestFuncKeyPartText(t *testing.T) {
 	if session == FuncKeyPart("session:s", nil) {
 		t.Error("two FuncKeyPart results compare equal")
 	}
-	if c := session; c != session || !cmp.Equal(Key{c}, Key{session}) {
+	if c := session; c != session || !testdiff.Equal(Key{c}, Key{session}) {
 		t.Error("a copy of a FuncKeyPart differs from it")
 	}
-	if !cmp.Equal(Key{session}, Key{FuncKeyPart("session:s", nil)}) || session.Equal(FuncKeyPart("session:t", session.fn.value)) {
+	if !session.Equal(FuncKeyPart("session:s", nil)) || session.Equal(FuncKeyPart("session:t", session.fn.value)) {
 		t.Error("Equal does not compare FuncKeyPart parts by name")
 	}
 	if (KeyPart{Source: SourceHeader, Name: "A"}).Equal(KeyPart{Source: SourceQuery, Name: "A"}) {
