@@ -181,9 +181,6 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 	return g, nil
 }
 
-// Routes returns the compiled routes, in configuration order.
-func (g *Gateway) Routes() []*core.Route { return g.table.Routes() }
-
 // override is the middleware's hook for the admin API's per-key overrides.
 // A name the current configuration does not define (the policy was removed
 // by a reload) is ignored.

@@ -3,6 +3,9 @@ package layout
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,4 +308,52 @@ func TestCoreImports(t *testing.T) {
 	if !slices.Equal(got, sorted(coreImports)) {
 		t.Errorf("gateway/core imports\n%v\nwant\n%v\n(update coreImports when a change is deliberate)", got, sorted(coreImports))
 	}
+}
+
+// maxGatewayMethods bounds the methods declared on *gateway.Gateway: the
+// type keeps composition (construction, store wiring, reload sharing) and
+// the route table; deciding and serving requests belong to the core and
+// the engines (docs/layout.md).
+const maxGatewayMethods = 15
+
+// TestGatewayTypeSmall counts the methods declared on gateway.Gateway in
+// the gateway package's non-test files.
+func TestGatewayTypeSmall(t *testing.T) {
+	dir := filepath.Join("..", "..", "gateway")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var methods []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 {
+				continue
+			}
+			typ := fd.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok && id.Name == "Gateway" {
+				methods = append(methods, fd.Name.Name)
+			}
+		}
+	}
+	if len(methods) == 0 {
+		t.Fatal("no method declared on gateway.Gateway: the test reads the wrong directory")
+	}
+	if len(methods) > maxGatewayMethods {
+		t.Errorf("gateway.Gateway declares %d methods, more than %d: %v", len(methods), maxGatewayMethods, sorted(methods))
+	}
+	t.Logf("gateway.Gateway declares %d methods: %v", len(methods), sorted(methods))
 }
