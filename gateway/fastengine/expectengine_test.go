@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +17,15 @@ import (
 	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
-// closer records that the engine closed it.
-type closer struct{ closed atomic.Bool }
+// closer records that the engine closed it: done is closed then.
+type closer struct {
+	once sync.Once
+	done chan struct{}
+}
 
-func (c *closer) Close() error { c.closed.Store(true); return nil }
+func newCloser() *closer { return &closer{done: make(chan struct{})} }
+
+func (c *closer) Close() error { c.once.Do(func() { close(c.done) }); return nil }
 
 // TestExpectEngine pins what Handler.Expect relies on in the engine (the
 // public server, built by serveEngine), so that a fasthttp upgrade that
@@ -48,7 +54,7 @@ func TestExpectEngine(t *testing.T) {
 			ctx.Response.SetBodyString(`{"status":429}`)
 			return http.StatusTooManyRequests
 		}
-		kept = &closer{}
+		kept = newCloser()
 		ctx.SetUserValue(pendingKey{}, kept)
 		return fasthttp.StatusContinue
 	}, config.Server{}, ServerOptions{})
@@ -97,7 +103,12 @@ func TestExpectEngine(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != "got hello" {
 		t.Errorf("admitted: %d %q, want 200 and the body", resp.StatusCode, body)
 	}
-	if !kept.closed.Load() {
+	// The engine closes the user values once it is done with the
+	// request, which may be after the client has read the answer: wait
+	// for it, bounded.
+	select {
+	case <-kept.done:
+	case <-time.After(5 * time.Second):
 		t.Error("the user value set by ExpectHandler was not closed when the request ended")
 	}
 }
