@@ -75,15 +75,8 @@ func (r *Request) Clear() {
 	*r = Request{xff: r.xff[:0], buf: r.buf[:0]}
 }
 
-// Wire returns the engine's side of r.
-func (r *Request) Wire() Wire { return r.wire }
-
 // Span returns r's trace span (off when tracing is).
 func (r *Request) Span() *tracing.Span { return &r.span }
-
-// Client returns the id naming r's client in the upstream latency signal,
-// 0 when no limit has named it.
-func (r *Request) Client() uint64 { return r.client }
 
 // SetStatus records status as r's answer instead of the one the engine
 // sent (499: the client went away).
@@ -95,9 +88,6 @@ func (r *Request) Status() int { return r.status }
 // Peer returns the TCP peer's address, the zero AddrPort when the peer is
 // not TCP.
 func (r *Request) Peer() netip.AddrPort { return r.peer }
-
-// Target returns the request-target as received.
-func (r *Request) Target() string { return r.target }
 
 // EscapedPath returns the path as received, escapes kept.
 func (r *Request) EscapedPath() string { return r.escaped }

@@ -49,9 +49,6 @@ type HandlerOptions struct {
 	Panics *core.Panics
 }
 
-// DefaultMaxHeaderBytes is server.max_header_bytes when it is not set.
-const DefaultMaxHeaderBytes = defaultMaxHeaderBytes
-
 // NewHandler returns the handler of t, the routes of cfg, with one proxy
 // per upstream route on keep-alive connection pools it owns.
 func NewHandler(t *core.Table, cfg *config.Config, o HandlerOptions) *Handler {
