@@ -96,6 +96,10 @@ type Server struct {
 	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
 	// AccessLog configures the access log (default off); see [AccessLog].
 	AccessLog AccessLog `yaml:"access_log"`
+	// TLS, when set, serves HTTPS beside the cleartext listener; see [TLS].
+	TLS *TLS `yaml:"tls"`
+	// HTTP2 configures HTTP/2; see [HTTP2].
+	HTTP2 HTTP2 `yaml:"http2"`
 }
 
 // TrustedPrefixes returns TrustedProxies parsed; a single IP becomes a /32 or

@@ -1,0 +1,78 @@
+package config
+
+import "time"
+
+// TLS configures the public listener's TLS termination (server.tls). When
+// it is set, sluice serves HTTPS on Listen (HTTP/1.1 and HTTP/2, chosen by
+// ALPN) beside the cleartext listener of server.listen, whose requests
+// Plaintext decides.
+type TLS struct {
+	// Listen is the HTTPS listener's address, host:port. Required.
+	Listen string `yaml:"listen"`
+	// Certificates are the server's certificates; the one offered to a
+	// client is chosen by the name it asks for (SNI), the first when none
+	// matches. At least one is required.
+	Certificates []Certificate `yaml:"certificates"`
+	// ClientCA, when set, is a PEM file of the certificate authorities
+	// client certificates are verified against: mutual TLS.
+	ClientCA string `yaml:"client_ca"`
+	// ClientAuth says whether a client must present a certificate when
+	// ClientCA is set: "require" (the default) or "optional" (verified when
+	// given).
+	ClientAuth ClientAuth `yaml:"client_auth"`
+	// MinVersion is the oldest TLS version accepted: "1.2" (the default)
+	// or "1.3".
+	MinVersion string `yaml:"min_version"`
+	// Plaintext is what the cleartext listener does with a request when TLS
+	// is on: serve it (the default), redirect it (308 to the https URL) or
+	// refuse it (403). Forward-auth routes are served in every mode, and
+	// the admin listener is never affected.
+	Plaintext Plaintext `yaml:"plaintext"`
+}
+
+// Certificate is one certificate chain and its private key, PEM files.
+type Certificate struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// ClientAuth is server.tls.client_auth.
+type ClientAuth string
+
+// The values of server.tls.client_auth.
+const (
+	ClientAuthRequire  ClientAuth = "require"
+	ClientAuthOptional ClientAuth = "optional"
+)
+
+// Plaintext is server.tls.plaintext.
+type Plaintext string
+
+// The values of server.tls.plaintext.
+const (
+	PlaintextServe    Plaintext = "serve"
+	PlaintextRedirect Plaintext = "redirect"
+	PlaintextRefuse   Plaintext = "refuse"
+)
+
+// HTTP2 configures HTTP/2 on the public listeners (server.http2): over
+// TLS, chosen by ALPN, and in cleartext by prior knowledge when H2C is on.
+type HTTP2 struct {
+	// H2C serves HTTP/2 by prior knowledge (h2c) on the cleartext listener,
+	// beside HTTP/1.1. Default false.
+	H2C bool `yaml:"h2c"`
+	// MaxConcurrentStreams bounds the streams a client may have open at
+	// once on one connection. Default 100.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// MaxResetStreams bounds the streams a client may reset per second on
+	// one connection, averaged (a rapid-reset attack resets every stream it
+	// opens); past it, the connection is closed. Default 100.
+	MaxResetStreams int `yaml:"max_reset_streams"`
+	// IdleTimeout, when set, replaces server.idle_timeout for HTTP/2
+	// connections.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// DefaultMaxConcurrentStreams is server.http2.max_concurrent_streams's
+// default.
+const DefaultMaxConcurrentStreams = 100
