@@ -39,6 +39,8 @@ var upstreamBody = []byte("hello from the peerbench upstream\n")
 func runChild(mode string) int {
 	var h fasthttp.RequestHandler
 	switch mode {
+	case modeGoTLS:
+		return runGoTLSChild()
 	case modeUpstream:
 		h = upstreamHandler
 	case modeFastProxy:
@@ -96,14 +98,16 @@ func fastProxy(addr string) fasthttp.RequestHandler {
 	}
 }
 
-// startSelfChild runs this binary in mode (with upstream for the proxy) and
-// waits up to 10 s for its listening line.
-func startSelfChild(mode, upstream string) (*child, string, error) {
+// startSelfChild runs this binary in mode (with upstream for the proxies,
+// and extraEnv, "NAME=value" entries, added to its environment) and waits
+// up to 10 s for its listening line.
+func startSelfChild(mode, upstream string, extraEnv ...string) (*child, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", fmt.Errorf("find this binary: %w", err)
 	}
 	env := append(os.Environ(), childModeEnv+"="+mode, childUpstreamEnv+"="+upstream)
+	env = append(env, extraEnv...)
 	lines := make(chan string, 16)
 	c, err := startChild(mode, self, nil, env, "", syscall.SIGKILL, lines)
 	if err != nil {

@@ -6,29 +6,44 @@
 // with a random X-User-Id over -users users per request; the limits admit
 // everything, so the cells measure the cost of deciding, not of denying.
 //
+// The TLS cells terminate HTTPS in front of the same upstream, each over
+// HTTP/2 (-h2 cells) and over HTTP/1.1 (-https1 cells): a bare net/http
+// reverse proxy (the Go floor), nginx with limit_req and sluice with the
+// sluice-memory limits. They serve one ECDSA P-256 certificate generated
+// for the run, TLS 1.3 only, and are loaded by h2load, which keeps its
+// connections from the warm-up to the end of the run and walks a shuffled
+// list of -users URIs that carry the user in the query parameter user
+// (h2load sends the same headers with every request), on which their
+// limits are keyed.
+//
 // Usage:
 //
 //	cd bench && go run ./cmd/peerbench [-t 2] [-c 64] [-d 10s] [-warmup 2s]
 //	    [-rounds 3] [-users 100000] [-cells upstream,nginx,...]
+//	    [-h2-c 32] [-h2-m 8] [-https1-c 64]
 //	    [-nginx-workers 2] [-sluice BINARY] [-traefik BINARY]
-//	    [-nginx nginx] [-wrk wrk] [-redis-server redis-server] [-out FILE]
+//	    [-nginx nginx] [-wrk wrk] [-h2load h2load]
+//	    [-redis-server redis-server] [-out FILE]
 //
 // Each round runs every cell once, in an order rotated by one cell per
 // round; each cell run starts its servers, warms up, loads them for -d and
 // stops them. The report gives, per cell, the median and range over the
 // rounds of the requests per second and of the CPU time per request of the
 // proxy and the upstream (utime+stime from /proc/<pid>/stat, summed over
-// each process tree), and both as ratios to nginx's medians. CPU time of
-// the Redis a cell uses is shown apart.
+// each process tree), and both as ratios to nginx's medians (for a TLS
+// cell, nginx's over the same protocol) and, for the TLS cells, to the Go
+// floor's. CPU time of the Redis a cell uses is shown apart.
 //
 // Everything listens on 127.0.0.1 on free ports. The upstream and the
-// fasthttp proxy are this binary in child mode; sluice is built from this
-// module's sluice (or -sluice); every child is stopped by its PID at the end,
-// also on an error or Ctrl-C, and dies with the harness on Linux.
+// fasthttp and Go proxies are this binary in child mode; sluice is built
+// from this module's sluice (or -sluice); every child is stopped by its PID
+// at the end, also on an error or Ctrl-C, and dies with the harness on
+// Linux.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +83,7 @@ const (
 	kindFastProxy
 	kindSluice
 	kindTraefik
+	kindGoProxy // the Go floor of the TLS cells
 )
 
 // cell is one configuration under load.
@@ -77,6 +93,7 @@ type cell struct {
 	kind   cellKind
 	limits sluiceLimits // sluice cells only
 	redis  bool         // the cell's limits live in a Redis the cell starts
+	proto  tlsProto     // protoNone: cleartext, loaded by wrk; else TLS, by h2load
 }
 
 // cells are every configuration, in report order.
@@ -89,6 +106,12 @@ var cells = []cell{
 	{name: "sluice-redis", about: "sluice, the same two limits on a Redis standalone store (its own redis-server)", kind: kindSluice, limits: sluiceAdmit, redis: true},
 	{name: "traefik-memory", about: "Traefik, rateLimit keyed on X-User-Id, in memory (-traefik only)", kind: kindTraefik},
 	{name: "traefik-redis", about: "Traefik, rateLimit keyed on X-User-Id, in Redis (-traefik 3.4+ only; its own redis-server)", kind: kindTraefik, redis: true},
+	{name: "go-h2", about: "h2load → a bare Go net/http reverse proxy (httputil.ReverseProxy), HTTP/2 over TLS, no limits: the Go floor", kind: kindGoProxy, proto: protoH2},
+	{name: "nginx-h2", about: "h2load → nginx, ssl and http2, limit_req zone keyed on the user query parameter (never denies), %d workers, HTTP/2 over TLS", kind: kindNginx, proto: protoH2},
+	{name: "sluice-h2", about: "h2load → sluice's TLS listener, the sluice-memory limits with the per-user key on the user query parameter, memory store, HTTP/2 over TLS", kind: kindSluice, limits: sluiceAdmit, proto: protoH2},
+	{name: "go-https1", about: "h2load --h1 → the Go floor over HTTPS/1.1", kind: kindGoProxy, proto: protoHTTPS1},
+	{name: "nginx-https1", about: "h2load --h1 → nginx-h2's nginx over HTTPS/1.1, %d workers", kind: kindNginx, proto: protoHTTPS1},
+	{name: "sluice-https1", about: "h2load --h1 → sluice-h2's sluice over HTTPS/1.1", kind: kindSluice, limits: sluiceAdmit, proto: protoHTTPS1},
 }
 
 // requestPath is the path every request asks for; sluice's route matches it.
@@ -97,14 +120,17 @@ const requestPath = "/api/bench"
 // config is the parsed command line.
 type config struct {
 	threads, connections int
-	duration, warmup     time.Duration
-	rounds, users        int
-	cells                []cell
-	nginxWorkers         int
-	sluice, traefik      string
-	nginx, wrk, redis    string
-	out                  string
-	cmdline              string
+	// h2Conns and h2Streams are h2load's HTTP/2 connections and streams in
+	// flight on each; https1Conns its HTTP/1.1 connections.
+	h2Conns, h2Streams, https1Conns int
+	duration, warmup                time.Duration
+	rounds, users                   int
+	cells                           []cell
+	nginxWorkers                    int
+	sluice, traefik                 string
+	nginx, wrk, h2load, redis       string
+	out                             string
+	cmdline                         string
 }
 
 // parseFlags parses args.
@@ -113,8 +139,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	c := &config{}
 	var names string
-	fs.IntVar(&c.threads, "t", 2, "wrk threads")
+	fs.IntVar(&c.threads, "t", 2, "wrk and h2load threads")
 	fs.IntVar(&c.connections, "c", 64, "wrk connections (kept alive)")
+	fs.IntVar(&c.h2Conns, "h2-c", 32, "h2load connections of the HTTP/2 cells (held for the whole run)")
+	fs.IntVar(&c.h2Streams, "h2-m", 8, "h2load streams in flight per HTTP/2 connection")
+	fs.IntVar(&c.https1Conns, "https1-c", 64, "h2load connections of the HTTPS/1.1 cells (held for the whole run, one request in flight each)")
 	fs.DurationVar(&c.duration, "d", 10*time.Second, "measured load per cell run, whole seconds")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured load before each measured one, whole seconds; 0 for none")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every cell once, the order rotated by one cell per round")
@@ -125,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.traefik, "traefik", "", "Traefik binary; empty skips the traefik cells")
 	fs.StringVar(&c.nginx, "nginx", "nginx", "nginx binary")
 	fs.StringVar(&c.wrk, "wrk", "wrk", "wrk binary")
+	fs.StringVar(&c.h2load, "h2load", "h2load", "h2load binary (Debian's nghttp2-client) for the TLS cells")
 	fs.StringVar(&c.redis, "redis-server", "redis-server", "redis-server binary for the Redis cells")
 	fs.StringVar(&c.out, "out", "", "write the Markdown report to this file too")
 	if err := fs.Parse(args); err != nil {
@@ -143,8 +173,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	switch {
 	case c.threads < 1 || c.connections < c.threads:
 		return nil, fmt.Errorf("-t must be at least 1 and -c at least -t, got -t %d -c %d", c.threads, c.connections)
+	case c.h2Conns < c.threads || c.https1Conns < c.threads || c.h2Streams < 1:
+		return nil, fmt.Errorf("-h2-c and -https1-c must be at least -t and -h2-m at least 1, got -t %d -h2-c %d -https1-c %d -h2-m %d",
+			c.threads, c.h2Conns, c.https1Conns, c.h2Streams)
 	case c.duration < time.Second || c.duration%time.Second != 0:
-		return nil, fmt.Errorf("-d must be a whole number of seconds, at least 1s (wrk's unit), got %v", c.duration)
+		return nil, fmt.Errorf("-d must be a whole number of seconds, at least 1s (wrk's and h2load's unit), got %v", c.duration)
 	case c.warmup < 0 || c.warmup%time.Second != 0:
 		return nil, fmt.Errorf("-warmup must be 0 or a whole number of seconds, got %v", c.warmup)
 	case c.rounds < 1 || c.users < 1 || c.nginxWorkers < 1:
@@ -190,8 +223,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // tools are the resolved programs a run uses.
 type tools struct {
-	wrk, nginx, redis, sluice, traefik string
-	traefikRedis                       bool
+	wrk, h2load, nginx, redis, sluice, traefik string
+	traefikRedis                               bool
 }
 
 // resolveTools finds every program the selected cells need, builds sluice
@@ -210,12 +243,11 @@ func resolveTools(c *config, dir string, logw io.Writer) (tools, []cell, error) 
 		}
 		return err
 	}
-	need("every cell", &t.wrk, c.wrk)
 	var left []cell
 	for _, ce := range c.cells {
 		switch {
 		case ce.kind == kindNginx && t.nginx == "":
-			need("the nginx cell", &t.nginx, c.nginx)
+			need("the nginx cells", &t.nginx, c.nginx)
 		case ce.kind == kindTraefik && c.traefik == "":
 			fmt.Fprintf(logw, "peerbench: skipping %s: no -traefik binary given\n", ce.name)
 			continue
@@ -231,6 +263,12 @@ func resolveTools(c *config, dir string, logw io.Writer) (tools, []cell, error) 
 		if ce.kind == kindTraefik && ce.redis && err == nil && !t.traefikRedis {
 			fmt.Fprintf(logw, "peerbench: skipping %s: this Traefik's rateLimit has no Redis store (3.4 and later have)\n", ce.name)
 			continue
+		}
+		switch {
+		case ce.proto == protoNone && t.wrk == "":
+			need("the cleartext cells", &t.wrk, c.wrk)
+		case ce.proto != protoNone && t.h2load == "":
+			need("the TLS cells", &t.h2load, c.h2load)
 		}
 		if ce.redis && t.redis == "" {
 			need("the Redis cells", &t.redis, c.redis)
@@ -270,9 +308,22 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	perRun := c.warmup + c.duration + 2*time.Minute
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.rounds*len(run))*perRun)
 	defer cancel()
-	w, err := newWrkRunner(t.wrk, dir, c.threads, c.connections, c.users)
-	if err != nil {
-		return nil, err
+	l := &loaders{}
+	if t.wrk != "" {
+		if l.wrk, err = newWrkRunner(t.wrk, dir, c.threads, c.connections, c.users); err != nil {
+			return nil, err
+		}
+	}
+	if t.h2load != "" {
+		uris, err := writeURIList(dir, c.users)
+		if err != nil {
+			return nil, err
+		}
+		l.h2load = &h2loadRunner{bin: t.h2load, threads: c.threads, uris: uris,
+			h2Conns: c.h2Conns, h2Streams: c.h2Streams, https1Conns: c.https1Conns}
+		if l.cert, err = writeRunCert(dir); err != nil {
+			return nil, err
+		}
 	}
 	up, upAddr, err := startSelfChild(modeUpstream, "")
 	if err != nil {
@@ -280,16 +331,23 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	}
 	defer up.stop(syscall.SIGTERM, 5*time.Second)
 	rep := &report{cfg: c, cells: run, started: time.Now().UTC(), goVersion: runtime.Version(), cpus: runtime.NumCPU(),
-		loadBefore: benchproc.LoadAvg(), wrkVersion: wrkVersion(t.wrk)}
+		loadBefore: benchproc.LoadAvg()}
+	if t.wrk != "" {
+		rep.wrkVersion = wrkVersion(t.wrk)
+	}
+	if t.h2load != "" {
+		rep.h2loadVersion = h2loadVersion(t.h2load)
+	}
 	if t.nginx != "" {
 		rep.nginxVersion = nginxVersion(t.nginx)
+		l.nginxHTTP2On = nginxHTTP2On(rep.nginxVersion)
 	}
 	rep.runs = make([][]cellRun, len(run))
 	for round := range c.rounds {
 		for j := range run {
 			i := (j + round) % len(run)
 			fmt.Fprintf(logw, "peerbench: round %d/%d: %s\n", round+1, c.rounds, run[i].name)
-			r, err := runCell(ctx, c, t, w, run[i], up, upAddr, filepath.Join(dir, fmt.Sprintf("%s-%d", run[i].name, round+1)))
+			r, err := runCell(ctx, c, t, l, run[i], up, upAddr, filepath.Join(dir, fmt.Sprintf("%s-%d", run[i].name, round+1)))
 			if err != nil {
 				return nil, fmt.Errorf("cell %s, round %d: %w", run[i].name, round+1, err)
 			}
@@ -300,6 +358,15 @@ func bench(ctx context.Context, c *config, logw io.Writer) (*report, error) {
 	return rep, nil
 }
 
+// loaders are what loads the cells: wrk for the cleartext ones, h2load and
+// the run's certificate for the TLS ones (nil when no such cell runs).
+type loaders struct {
+	wrk          *wrkRunner
+	h2load       *h2loadRunner
+	cert         *runCert
+	nginxHTTP2On bool // the nginx has the http2 directive
+}
+
 // cellRun is what one run of a cell measured.
 type cellRun struct {
 	load         wrkResult
@@ -308,6 +375,9 @@ type cellRun struct {
 	redisCPU     time.Duration // the cell's redis-server; 0 without one
 	cpuKnown     bool
 	storeTrouble float64 // sluice: store errors + fallback decisions
+	// trouble describes an h2load run's failed requests and non-2xx
+	// answers; empty when there are none.
+	trouble string
 }
 
 // server is a running proxy under test.
@@ -326,7 +396,7 @@ type server struct {
 // runCell starts the cell's Redis (if any) and proxy, waits until the proxy
 // answers, warms up, loads it for c.duration while reading CPU times, and
 // stops everything it started.
-func runCell(ctx context.Context, c *config, t tools, w *wrkRunner, ce cell, up *child, upAddr, dir string) (cellRun, error) {
+func runCell(ctx context.Context, c *config, t tools, l *loaders, ce cell, up *child, upAddr, dir string) (cellRun, error) {
 	var r cellRun
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return r, fmt.Errorf("make cell dir: %w", err)
@@ -340,26 +410,44 @@ func runCell(ctx context.Context, c *config, t tools, w *wrkRunner, ce cell, up 
 		}
 		defer rs.Close()
 	}
-	srv, err := startServer(c, t, ce, upAddr, dir, rs)
+	srv, err := startServer(c, t, l, ce, upAddr, dir, rs)
 	if err != nil {
 		return r, err
 	}
 	defer srv.stop()
-	url := "http://" + srv.addr + requestPath
-	if err := waitAnswers(ctx, url, srv.exited, 15*time.Second); err != nil {
-		return r, fmt.Errorf("%s on %s: %w; its output:\n%s", ce.name, srv.addr, err, srv.logs())
-	}
-	if c.warmup > 0 {
-		if _, err := w.run(ctx, url, c.warmup); err != nil {
-			return r, fmt.Errorf("warm-up: %w", err)
+	var before, after cpuTimes
+	if ce.proto == protoNone {
+		url := "http://" + srv.addr + requestPath
+		if err := waitAnswers(ctx, http.DefaultTransport, url, srv.exited, 15*time.Second); err != nil {
+			return r, fmt.Errorf("%s on %s: %w; its output:\n%s", ce.name, srv.addr, err, srv.logs())
 		}
+		if c.warmup > 0 {
+			if _, err := l.wrk.run(ctx, url, c.warmup); err != nil {
+				return r, fmt.Errorf("warm-up: %w", err)
+			}
+		}
+		before = readCPU(srv.pid, up.pid(), rs)
+		r.load, err = l.wrk.run(ctx, url, c.duration)
+		if err != nil {
+			return r, err
+		}
+	} else {
+		base := "https://" + srv.addr
+		tr := tlsTransport(l.cert, ce.proto)
+		err := waitAnswers(ctx, tr, base+requestPath, srv.exited, 15*time.Second)
+		tr.CloseIdleConnections()
+		if err != nil {
+			return r, fmt.Errorf("%s on %s: %w; its output:\n%s", ce.name, srv.addr, err, srv.logs())
+		}
+		// The CPU times are read when h2load's measured duration starts,
+		// after the warm-up on the same connections.
+		res, err := l.h2load.run(ctx, ce.proto, base, c.warmup, c.duration, func() { before = readCPU(srv.pid, up.pid(), rs) })
+		if err != nil {
+			return r, err
+		}
+		r.load, r.trouble = res.load(), res.trouble()
 	}
-	before := readCPU(srv.pid, up.pid(), rs)
-	r.load, err = w.run(ctx, url, c.duration)
-	if err != nil {
-		return r, err
-	}
-	after := readCPU(srv.pid, up.pid(), rs)
+	after = readCPU(srv.pid, up.pid(), rs)
 	if before.ok && after.ok {
 		r.cpuKnown = true
 		r.proxyCPU = after.proxy - before.proxy
@@ -374,8 +462,9 @@ func runCell(ctx context.Context, c *config, t tools, w *wrkRunner, ce cell, up 
 	return r, nil
 }
 
-// startServer starts the cell's proxy in front of upAddr.
-func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.Server) (*server, error) {
+// startServer starts the cell's proxy in front of upAddr; a TLS cell's
+// server has its HTTPS listener's address.
+func startServer(c *config, t tools, l *loaders, ce cell, upAddr, dir string, rs *redistest.Server) (*server, error) {
 	redisAddr := ""
 	if rs != nil {
 		redisAddr = rs.Addr()
@@ -390,12 +479,23 @@ func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.
 		}
 		return &server{addr: addr, pid: p.pid(), exited: p.exited, logs: p.log.String,
 			stop: func() { p.stop(syscall.SIGTERM, 5*time.Second) }}, nil
+	case kindGoProxy:
+		p, addr, err := startSelfChild(modeGoTLS, upAddr, childCertEnv+"="+l.cert.certFile, childKeyEnv+"="+l.cert.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		return &server{addr: addr, pid: p.pid(), exited: p.exited, logs: p.log.String,
+			stop: func() { p.stop(syscall.SIGTERM, 5*time.Second) }}, nil
 	case kindNginx:
 		port, err := redistest.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		p, err := startNginx(t.nginx, dir, port, c.nginxWorkers, upAddr)
+		var tlsConf *nginxTLS
+		if ce.proto != protoNone {
+			tlsConf = &nginxTLS{certFile: l.cert.certFile, keyFile: l.cert.keyFile, http2On: l.nginxHTTP2On}
+		}
+		p, err := startNginx(t.nginx, dir, port, c.nginxWorkers, upAddr, tlsConf)
 		if err != nil {
 			return nil, err
 		}
@@ -414,21 +514,34 @@ func startServer(c *config, t tools, ce cell, upAddr, dir string, rs *redistest.
 		return &server{addr: fmt.Sprintf("127.0.0.1:%d", port), pid: p.pid(), exited: p.exited, logs: p.log.String,
 			stop: func() { p.stop(syscall.SIGTERM, 10*time.Second) }}, nil
 	case kindSluice:
-		s, err := startSluice(t.sluice, dir, ce.name, sluiceConfig(upAddr, ce.limits, redisAddr))
+		var tlsConf *sluiceTLS
+		if ce.proto != protoNone {
+			port, err := redistest.FreePort()
+			if err != nil {
+				return nil, err
+			}
+			tlsConf = &sluiceTLS{listen: fmt.Sprintf("127.0.0.1:%d", port), certFile: l.cert.certFile, keyFile: l.cert.keyFile}
+		}
+		s, err := startSluice(t.sluice, dir, ce.name, sluiceConfigTLS(upAddr, ce.limits, redisAddr, tlsConf))
 		if err != nil {
 			return nil, err
 		}
-		return &server{addr: s.addr, pid: s.p.PID(), exited: s.p.Exited(), check: s.storeTrouble,
+		addr := s.addr
+		if tlsConf != nil {
+			addr = tlsConf.listen
+		}
+		return &server{addr: addr, pid: s.p.PID(), exited: s.p.Exited(), check: s.storeTrouble,
 			logs: func() string { return s.p.Logs().String() }, stop: func() { s.p.Stop(10 * time.Second) }}, nil
 	}
 	return nil, fmt.Errorf("unknown cell kind %d", ce.kind)
 }
 
-// waitAnswers polls url every 20 ms until it answers 200, the process
-// behind it exits (exited, which may be nil), ctx ends or timeout passes.
-func waitAnswers(ctx context.Context, url string, exited <-chan struct{}, timeout time.Duration) error {
+// waitAnswers polls url through rt every 20 ms until it answers 200, the
+// process behind it exits (exited, which may be nil), ctx ends or timeout
+// passes.
+func waitAnswers(ctx context.Context, rt http.RoundTripper, url string, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Transport: rt, Timeout: time.Second}
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -477,4 +590,16 @@ func readCPU(proxyPID, upstreamPID int, rs *redistest.Server) cpuTimes {
 	}
 	t.ok = ok1 && ok2 && ok3
 	return t
+}
+
+// tlsTransport returns a transport that trusts only cert, speaks TLS 1.3
+// only and proto (HTTP/2 or HTTP/1.1) only, for waitAnswers.
+func tlsTransport(cert *runCert, proto tlsProto) *http.Transport {
+	var protocols http.Protocols
+	protocols.SetHTTP1(proto == protoHTTPS1)
+	protocols.SetHTTP2(proto == protoH2)
+	return &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: cert.pool, MinVersion: tls.VersionTLS13},
+		Protocols:       &protocols,
+	}
 }

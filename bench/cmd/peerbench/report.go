@@ -16,6 +16,7 @@ type report struct {
 	cpus                     int
 	loadBefore, loadAfter    string
 	nginxVersion, wrkVersion string
+	h2loadVersion            string
 	runs                     [][]cellRun // per cell, per round
 }
 
@@ -81,27 +82,71 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// markdown renders the report: conditions, the table, and what each cell is.
+// markdown renders the report: conditions, the table of the cleartext
+// cells and that of the TLS cells (each when one of its cells ran), what
+// each cell is, and the TLS runs with failures or non-2xx answers.
 func (r *report) markdown() string {
 	var b strings.Builder
 	c := r.cfg
 	fmt.Fprintf(&b, "# peerbench, %s\n\n", r.started.Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "`%s`\n\n", c.cmdline)
-	fmt.Fprintf(&b, "%d CPUs, %s, %s, %s (%d workers); load average %s before, %s after. "+
-		"wrk -t%d -c%d -d%v (warm-up %v), a random X-User-Id over %d users per request; rounds: %d, the cell order rotated each round. "+
-		"req/s and CPU are medians over the rounds, with their ranges; CPU is utime+stime of the proxy's and the upstream's process trees per request.\n\n",
-		r.cpus, r.goVersion, r.wrkVersion, orNA(r.nginxVersion), c.nginxWorkers, r.loadBefore, r.loadAfter,
-		c.threads, c.connections, c.duration, c.warmup, c.users, c.rounds)
-	nginxRPS, nginxCPU := 0.0, 0.0
-	for i, ce := range r.cells {
-		if ce.kind == kindNginx {
-			nginxRPS, _, _ = stats(r.runs[i], rps)
-			nginxCPU, _, _ = stats(r.runs[i], cpuTotal)
-		}
+	clear, tls := r.hasCells(false), r.hasCells(true)
+	if clear {
+		fmt.Fprintf(&b, "%d CPUs, %s, %s, %s (%d workers); load average %s before, %s after. "+
+			"wrk -t%d -c%d -d%v (warm-up %v), a random X-User-Id over %d users per request; rounds: %d, the cell order rotated each round. "+
+			"req/s and CPU are medians over the rounds, with their ranges; CPU is utime+stime of the proxy's and the upstream's process trees per request.\n\n",
+			r.cpus, r.goVersion, r.wrkVersion, orNA(r.nginxVersion), c.nginxWorkers, r.loadBefore, r.loadAfter,
+			c.threads, c.connections, c.duration, c.warmup, c.users, c.rounds)
+	} else {
+		fmt.Fprintf(&b, "%d CPUs, %s, %s (%d workers); load average %s before, %s after; rounds: %d, the cell order rotated each round. "+
+			"req/s and CPU are medians over the rounds, with their ranges; CPU is utime+stime of the proxy's and the upstream's process trees per request.\n\n",
+			r.cpus, r.goVersion, orNA(r.nginxVersion), c.nginxWorkers, r.loadBefore, r.loadAfter, c.rounds)
 	}
+	if tls {
+		fmt.Fprintf(&b, "TLS cells: %s -t%d, HTTP/2 -c%d -m%d, HTTPS/1.1 --h1 -c%d -m1; -D %v after a warm-up of %v on the same connections, "+
+			"CPU read over the measured %v only; TLS 1.3 only, one ECDSA P-256 certificate for the run; "+
+			"every connection walks the same shuffled list of %d URIs, one per user in the query parameter %s, on which the limits are keyed.\n\n",
+			r.h2loadVersion, c.threads, c.h2Conns, c.h2Streams, c.https1Conns, c.duration, c.warmup, c.duration, c.users, userQuery)
+	}
+	if clear {
+		r.clearTable(&b)
+	}
+	if tls {
+		if clear {
+			b.WriteString("\n")
+		}
+		r.tlsTable(&b)
+	}
+	r.targets(&b)
+	b.WriteString("\nCells:\n\n")
+	for _, ce := range r.cells {
+		about := ce.about
+		if ce.kind == kindNginx {
+			about = fmt.Sprintf(about, r.cfg.nginxWorkers)
+		}
+		fmt.Fprintf(&b, "- `%s`: %s\n", ce.name, about)
+	}
+	b.WriteString("\nerrors counts socket errors, non-2xx answers and (sluice) store errors and fallback decisions over all rounds; a run with any is not to be trusted.\n")
+	r.troubles(&b)
+	return b.String()
+}
+
+// hasCells reports whether a TLS cell (tls) or a cleartext one (!tls) ran.
+func (r *report) hasCells(tls bool) bool {
+	return slices.ContainsFunc(r.cells, func(ce cell) bool { return (ce.proto != protoNone) == tls })
+}
+
+// clearTable writes the table of the cleartext cells, with ratios to the
+// nginx cell's medians.
+func (r *report) clearTable(b *strings.Builder) {
+	nginxRPS, _ := r.median("nginx", rps)
+	nginxCPU, _ := r.median("nginx", cpuTotal)
 	b.WriteString("| cell | req/s | req/s range | req/s ÷ nginx | CPU µs/req | CPU range | CPU ÷ nginx | proxy µs/req | Redis µs/req | errors |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, ce := range r.cells {
+		if ce.proto != protoNone {
+			continue
+		}
 		runs := r.runs[i]
 		q, qlo, qhi := stats(runs, rps)
 		u, ulo, uhi := stats(runs, cpuTotal)
@@ -115,24 +160,70 @@ func (r *report) markdown() string {
 		if ce.kind == kindUpstream {
 			proxy = "–"
 		}
-		var errs float64
-		for _, cr := range runs {
-			errs += errorCount(cr)
-		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %s | %.1f | %.1f–%.1f | %s | %s | %s | %.0f |\n",
-			ce.name, q, qlo, qhi, ratio(q, nginxRPS), u, ulo, uhi, ratio(u, nginxCPU), proxy, redis, errs)
+		fmt.Fprintf(b, "| %s | %.0f | %.0f–%.0f | %s | %.1f | %.1f–%.1f | %s | %s | %s | %.0f |\n",
+			ce.name, q, qlo, qhi, ratio(q, nginxRPS), u, ulo, uhi, ratio(u, nginxCPU), proxy, redis, totalErrors(runs))
 	}
-	r.targets(&b)
-	b.WriteString("\nCells:\n\n")
-	for _, ce := range r.cells {
-		about := ce.about
-		if ce.kind == kindNginx {
-			about = fmt.Sprintf(about, r.cfg.nginxWorkers)
-		}
-		fmt.Fprintf(&b, "- `%s`: %s\n", ce.name, about)
+}
+
+// tlsPeer returns the name of the cell of kind over proto's protocol that
+// the TLS cells are compared with: "nginx-h2", "go-https1".
+func tlsPeer(kind cellKind, proto tlsProto) string {
+	prefix := "go"
+	if kind == kindNginx {
+		prefix = "nginx"
 	}
-	b.WriteString("\nerrors counts socket errors, non-2xx answers and (sluice) store errors and fallback decisions over all rounds; a run with any is not to be trusted.\n")
-	return b.String()
+	if proto == protoH2 {
+		return prefix + "-h2"
+	}
+	return prefix + "-https1"
+}
+
+// tlsTable writes the table of the TLS cells, with ratios to the medians
+// of nginx and of the Go floor over the same protocol.
+func (r *report) tlsTable(b *strings.Builder) {
+	b.WriteString("| cell | protocol | req/s | req/s range | req/s ÷ nginx | req/s ÷ Go | CPU µs/req | CPU range | CPU ÷ nginx | CPU ÷ Go | proxy µs/req | errors |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, ce := range r.cells {
+		if ce.proto == protoNone {
+			continue
+		}
+		nginxRPS, _ := r.median(tlsPeer(kindNginx, ce.proto), rps)
+		nginxCPU, _ := r.median(tlsPeer(kindNginx, ce.proto), cpuTotal)
+		goRPS, _ := r.median(tlsPeer(kindGoProxy, ce.proto), rps)
+		goCPU, _ := r.median(tlsPeer(kindGoProxy, ce.proto), cpuTotal)
+		runs := r.runs[i]
+		q, qlo, qhi := stats(runs, rps)
+		u, ulo, uhi := stats(runs, cpuTotal)
+		p, _, _ := stats(runs, cpuProxy)
+		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f–%.0f | %s | %s | %.1f | %.1f–%.1f | %s | %s | %.1f | %.0f |\n",
+			ce.name, ce.proto, q, qlo, qhi, ratio(q, nginxRPS), ratio(q, goRPS),
+			u, ulo, uhi, ratio(u, nginxCPU), ratio(u, goCPU), p, totalErrors(runs))
+	}
+}
+
+// totalErrors sums errorCount over runs.
+func totalErrors(runs []cellRun) float64 {
+	var errs float64
+	for _, cr := range runs {
+		errs += errorCount(cr)
+	}
+	return errs
+}
+
+// troubles lists the TLS runs with failed requests or non-2xx answers, as
+// h2load counted them.
+func (r *report) troubles(b *strings.Builder) {
+	var lines []string
+	for i, ce := range r.cells {
+		for round, cr := range r.runs[i] {
+			if cr.trouble != "" {
+				lines = append(lines, fmt.Sprintf("- `%s`, round %d: %s", ce.name, round+1, cr.trouble))
+			}
+		}
+	}
+	if len(lines) > 0 {
+		b.WriteString("\nTLS runs with failures or non-2xx answers (h2load's counts):\n\n" + strings.Join(lines, "\n") + "\n")
+	}
 }
 
 func orNA(s string) string {

@@ -30,8 +30,38 @@ const sluicePolicies = `policies:
 // ports that forwards /api/** to upstream, with the given limits, on the
 // memory store or, when redisAddr is not empty, on a standalone Redis.
 func sluiceConfig(upstream string, limits sluiceLimits, redisAddr string) string {
+	return sluiceConfigTLS(upstream, limits, redisAddr, nil)
+}
+
+// sluiceTLS is what a sluice TLS cell adds to the config.
+type sluiceTLS struct {
+	listen            string // the HTTPS listener's host:port
+	certFile, keyFile string
+}
+
+// sluiceConfigTLS is sluiceConfig, and with t the gateway also serves
+// HTTPS on t.listen (server.tls: TLS 1.3 only, t's certificate; HTTP/2 and
+// HTTP/1.1 by ALPN, at most goProxyMaxStreams streams at once per
+// connection) and the per-user limit is keyed on the userQuery query
+// parameter instead of X-User-Id (the TLS cells carry the user there).
+func sluiceConfigTLS(upstream string, limits sluiceLimits, redisAddr string, t *sluiceTLS) string {
 	var b strings.Builder
-	b.WriteString("server: {listen: \"127.0.0.1:0\"}\nadmin: {listen: \"127.0.0.1:0\"}\n")
+	if t == nil {
+		b.WriteString("server: {listen: \"127.0.0.1:0\"}\n")
+	} else {
+		fmt.Fprintf(&b, `server:
+  listen: "127.0.0.1:0"
+  tls:
+    listen: %q
+    certificates:
+      - cert_file: %q
+        key_file: %q
+    min_version: "1.3"
+  http2:
+    max_concurrent_streams: %d
+`, t.listen, t.certFile, t.keyFile, goProxyMaxStreams)
+	}
+	b.WriteString("admin: {listen: \"127.0.0.1:0\"}\n")
 	if redisAddr != "" {
 		// A 1 s store timeout instead of the default 50 ms: on a loaded
 		// machine a Redis call can wait longer than 50 ms for a core, and a
@@ -44,7 +74,11 @@ func sluiceConfig(upstream string, limits sluiceLimits, redisAddr string) string
 	b.WriteString(sluicePolicies)
 	fmt.Fprintf(&b, "routes:\n  - id: api\n    match: {path: /api/**}\n    upstream: http://%s\n", upstream)
 	if limits == sluiceAdmit {
-		b.WriteString("    limits:\n      - {policy: per-user, key: header:X-User-Id}\n      - {policy: global, key: const:global}\n")
+		userKey := "header:X-User-Id"
+		if t != nil {
+			userKey = "query:" + userQuery
+		}
+		fmt.Fprintf(&b, "    limits:\n      - {policy: per-user, key: %s}\n      - {policy: global, key: const:global}\n", userKey)
 	}
 	return b.String()
 }
