@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -215,6 +216,11 @@ func (h *h2loadRunner) run(ctx context.Context, proto tlsProto, base string, war
 	r, err := parseH2load(out.String(), d)
 	if err != nil {
 		return r, err
+	}
+	// h2load's req/s is its successful streams over the measured duration:
+	// the figure the report derives must agree, or the duration is not d.
+	if got := r.load().rps(); math.Abs(got-r.rps) > 0.01*r.rps {
+		return r, fmt.Errorf("h2load %s: %d requests over %v are %.0f req/s, but h2load says %.0f:\n%s", base, r.load().requests, d, got, r.rps, out.String())
 	}
 	if r.done > 0 && r.appProtocol != proto.alpn() {
 		return r, fmt.Errorf("h2load %s negotiated %s, want %s:\n%s", base, r.appProtocol, proto.alpn(), out.String())
