@@ -175,14 +175,25 @@ func upgradable(r *http.Request) bool {
 }
 
 // modifyResponse sets the decision's rate-limit headers on the upstream's
-// answer, in place of any the upstream sent.
-func (p *proxy) modifyResponse(resp *http.Response) error {
+// answer, in place of any the upstream sent. A panic here is recorded and
+// becomes errPanicked, so that ReverseProxy closes the upstream's body and
+// the answer is the 500 of a gateway failure.
+func (p *proxy) modifyResponse(resp *http.Response) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Record(metrics.DoorGateway, v)
+			err = errPanicked
+		}
+	}()
 	if panichook.Hook != nil {
 		panichook.Hook("body", headerPeeker(resp.Header))
 	}
 	setRateLimitHeaders(resp.Header, exchangeOf(resp.Request).res)
 	return nil
 }
+
+// errPanicked is a proxied answer whose handling panicked.
+var errPanicked = errors.New("gateway: panic while reading the upstream's answer")
 
 // errUpstreamTimeout is a round trip ended by the route's timeout.
 var errUpstreamTimeout = errors.New("gateway: upstream timeout")
@@ -200,6 +211,8 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, detail = http.StatusRequestTimeout, "The request body did not arrive in time."
 	case x.bodyErr != nil && !errors.Is(x.bodyErr, errUpstreamTimeout):
 		status, detail = http.StatusBadRequest, "The request body could not be read."
+	case errors.Is(err, errPanicked):
+		status, detail = http.StatusInternalServerError, "The gateway failed to answer this request."
 	case x.timedOut || errors.Is(err, errUpstreamTimeout):
 		status, detail = http.StatusGatewayTimeout, "The upstream did not answer in time."
 	case r.Context().Err() != nil:
