@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
+	"github.com/sluice-gw/sluice/gateway/httpengine"
 	"github.com/sluice-gw/sluice/gateway/internal/tracing"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/gateway/rls"
@@ -85,6 +86,8 @@ type Gateway struct {
 	// table decides the public listener's requests; engine serves them.
 	table  *core.Table
 	engine *fastengine.Handler
+	// web serves them on net/http: HTTPS and h2c.
+	web *httpengine.Handler
 	// rls is Envoy's rate limit service over the same store, nil without
 	// an rls section.
 	rls    *rls.Service
@@ -172,6 +175,7 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.engine = fastengine.NewHandler(g.table, cfg, fastengine.HandlerOptions{Metrics: g.metrics, Log: g.log, Panics: g.panics})
+	g.web = httpengine.NewHandler(g.table, cfg, httpengine.HandlerOptions{Metrics: g.metrics, Log: g.log, Panics: g.panics})
 	if p := deps.Previous; p != nil && p.logins != nil {
 		g.logins = p.logins.TakeOver()
 	} else {
@@ -253,6 +257,7 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.engine.Close()
+	g.web.Close()
 	closeTracer(g.tracer, g.ownTracer, g.log)
 	return g.store.release()
 }

@@ -41,7 +41,10 @@ func newTestGateway(t *testing.T, cfg *config.Config) *Gateway {
 // server down itself before; the cleanup's Shutdown is then harmless.
 func startServer(tb testing.TB, g *Gateway) *Server {
 	tb.Helper()
-	srv := NewServer(g, nil)
+	srv, err := NewServer(g, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if err := srv.Start(); err != nil {
 		tb.Fatal(err)
 	}

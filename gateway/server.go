@@ -13,8 +13,18 @@ import (
 
 	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
+	"github.com/sluice-gw/sluice/gateway/httpengine"
+	"github.com/sluice-gw/sluice/gateway/internal/connlimit"
 	"github.com/sluice-gw/sluice/gateway/rls"
 )
+
+// tlsListen is c's server.tls.listen, "" without TLS.
+func tlsListen(c *config.Config) string {
+	if c.Server.TLS == nil {
+		return ""
+	}
+	return c.Server.TLS.Listen
+}
 
 // rlsListen is c's rls.listen, "" without an rls section.
 func rlsListen(c *config.Config) string {
@@ -34,11 +44,16 @@ func rlsListen(c *config.Config) string {
 // admin.listen, a server timeout, server.max_conns or
 // server.max_conns_per_ip is logged and takes effect only after a restart.
 type Server struct {
-	log     *slog.Logger
-	cur     atomic.Pointer[Gateway]
-	public  *fastengine.Server
-	admin   *http.Server
-	pubLn   net.Listener
+	log    *slog.Logger
+	cur    atomic.Pointer[Gateway]
+	public *fastengine.Server
+	admin  *http.Server
+	pubLn  net.Listener
+	// web serves HTTPS on tlsLn (server.tls) and h2c beside public
+	// (server.http2.h2c); certs holds the certificates it offers.
+	web     *httpengine.Server
+	tlsLn   net.Listener
+	certs   *tlsStore
 	adminLn net.Listener
 	// rls and rlsLn serve the rate limit service (rls section), if any.
 	rls     *rls.Server
@@ -49,22 +64,32 @@ type Server struct {
 	once    sync.Once
 }
 
-// NewServer returns a Server that will serve g. log nil discards logs.
-func NewServer(g *Gateway, log *slog.Logger) *Server {
+// NewServer returns a Server that will serve g. log nil discards logs. It
+// fails when server.tls's certificates cannot be loaded.
+func NewServer(g *Gateway, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{log: log, errc: make(chan error, 3), stop: make(chan struct{})}
+	s := &Server{log: log, errc: make(chan error, 4), stop: make(chan struct{})}
 	s.cur.Store(g)
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	s.public = fastengine.NewServer(g.cfg.Server, s.front, fastengine.ServerOptions{Log: log, Metrics: g.metrics, Panics: g.panics})
+	wo := httpengine.ServerOptions{Log: log, Metrics: g.metrics, Panics: g.panics, Conns: s.public.Conns()}
+	if tc := g.cfg.Server.TLS; tc != nil {
+		var err error
+		if s.certs, err = newTLSStore(tc, log); err != nil {
+			return nil, fmt.Errorf("gateway: server.tls: %w", err)
+		}
+		wo.TLS = s.certs.TLSConfig()
+	}
+	s.web = httpengine.NewServer(g.cfg.Server, s.webFront, wo)
 	s.admin = &http.Server{
 		Handler:           http.HandlerFunc(s.serveAdmin),
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          errLog,
 	}
-	return s
+	return s, nil
 }
 
 // Start binds both listeners and serves in the background. Errors after
@@ -79,19 +104,48 @@ func (s *Server) Start() error {
 		s.pubLn.Close()
 		return fmt.Errorf("gateway: admin listen %s: %w", cfg.Admin.Listen, err)
 	}
+	if tc := cfg.Server.TLS; tc != nil {
+		if s.tlsLn, err = net.Listen("tcp", tc.Listen); err != nil {
+			s.pubLn.Close()
+			s.adminLn.Close()
+			return fmt.Errorf("gateway: server.tls listen %s: %w", tc.Listen, err)
+		}
+	}
 	if cfg.RLS != nil {
 		if err = s.startRLS(cfg.RLS); err != nil {
 			s.pubLn.Close()
 			s.adminLn.Close()
+			if s.tlsLn != nil {
+				s.tlsLn.Close()
+			}
 			return err
 		}
 	}
-	go s.servePublicListener(s.pubLn)
+	if cfg.Server.HTTP2.H2C {
+		h1, h2 := httpengine.SplitH2C(connlimit.Listen(s.pubLn, s.public.Conns(), false), cfg.Server.ReadHeaderTimeout)
+		go s.servePublic(func() error { return s.public.ServeBounded(h1) })
+		go s.servePublic(func() error { return s.web.ServeH2C(h2) })
+	} else {
+		go s.servePublic(func() error { return s.public.Serve(s.pubLn) })
+	}
+	if s.tlsLn != nil {
+		go s.servePublic(func() error { return s.web.ServeTLS(s.tlsLn) })
+		if s.certs != nil {
+			go s.certs.Watch(s.stop)
+		}
+	}
 	go s.serve(s.admin, s.adminLn)
 	// Start following the shared overrides table now rather than on the
 	// first request (its first read waits for the store).
 	go s.cur.Load().store.overrides.ensureStarted()
-	s.log.Info("sluice listening", "public", s.pubLn.Addr().String(), "admin", s.adminLn.Addr().String())
+	attrs := []any{"public", s.pubLn.Addr().String(), "admin", s.adminLn.Addr().String()}
+	if s.tlsLn != nil {
+		attrs = append(attrs, "https", s.tlsLn.Addr().String())
+	}
+	if cfg.Server.HTTP2.H2C {
+		attrs = append(attrs, "h2c", true)
+	}
+	s.log.Info("sluice listening", attrs...)
 	return nil
 }
 
@@ -101,8 +155,8 @@ func (s *Server) serve(hs *http.Server, ln net.Listener) {
 	}
 }
 
-func (s *Server) servePublicListener(ln net.Listener) {
-	if err := s.public.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+func (s *Server) servePublic(serve func() error) {
+	if err := serve(); err != nil && !errors.Is(err, net.ErrClosed) {
 		s.errc <- err
 	}
 }
@@ -112,6 +166,15 @@ func (s *Server) Err() <-chan error { return s.errc }
 
 // Addr returns the public listener's address (after Start).
 func (s *Server) Addr() net.Addr { return s.pubLn.Addr() }
+
+// TLSAddr returns the HTTPS listener's address (after Start), nil without
+// server.tls.
+func (s *Server) TLSAddr() net.Addr {
+	if s.tlsLn == nil {
+		return nil
+	}
+	return s.tlsLn.Addr()
+}
 
 // AdminAddr returns the admin listener's address (after Start).
 func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
@@ -140,6 +203,12 @@ func (s *Server) front() (*fastengine.Handler, func()) {
 	return g.engine, func() { g.inflight.Add(-1) }
 }
 
+// webFront is the net/http engine's Front, as front is fastengine's.
+func (s *Server) webFront() (*httpengine.Handler, func()) {
+	g := s.acquire()
+	return g.web, func() { g.inflight.Add(-1) }
+}
+
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	g := s.acquire()
 	defer g.inflight.Add(-1)
@@ -158,6 +227,14 @@ func (s *Server) Swap(g *Gateway) {
 	oc, nc := old.cfg, g.cfg
 	if oc.Server.Listen != nc.Server.Listen || oc.Admin.Listen != nc.Admin.Listen {
 		s.log.Warn("listen addresses changed; restart sluice to apply", "server.listen", nc.Server.Listen, "admin.listen", nc.Admin.Listen)
+	}
+	if tlsListen(oc) != tlsListen(nc) || oc.Server.HTTP2 != nc.Server.HTTP2 {
+		s.log.Warn("server.tls.listen or server.http2 changed; restart sluice to apply", "server.tls.listen", tlsListen(nc))
+	}
+	if s.certs != nil && nc.Server.TLS != nil {
+		if err := s.certs.Reload(nc.Server.TLS); err != nil {
+			s.log.Error("server.tls: keeping the certificates loaded before", "error", err)
+		}
 	}
 	if rlsListen(oc) != rlsListen(nc) {
 		s.log.Warn("rls.listen changed; restart sluice to apply", "rls.listen", rlsListen(nc))
@@ -204,10 +281,16 @@ func (s *Server) retire(old *Gateway, grace time.Duration) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	rlsDone := make(chan error, 1)
 	go func() { rlsDone <- s.shutdownRLS(ctx) }()
+	webDone := make(chan error, 1)
+	go func() { webDone <- s.web.Shutdown(ctx) }()
 	err := s.public.ShutdownWithContext(ctx)
+	if werr := <-webDone; werr != nil && err == nil {
+		err = werr
+	}
 	if err != nil {
 		s.log.Warn("shutdown timeout passed; cutting off requests still running", "requests", s.cur.Load().inflight.Load())
 		s.public.CutOff()
+		s.web.CutOff()
 	}
 	if rerr := <-rlsDone; rerr != nil && err == nil {
 		s.log.Warn("shutdown timeout passed; cut off rate limit service calls still running")

@@ -1,7 +1,5 @@
 package config
 
-import "time"
-
 // TLS configures the public listener's TLS termination (server.tls). When
 // it is set, sluice serves HTTPS on Listen (HTTP/1.1 and HTTP/2, chosen by
 // ALPN) beside the cleartext listener of server.listen, whose requests
@@ -64,13 +62,6 @@ type HTTP2 struct {
 	// MaxConcurrentStreams bounds the streams a client may have open at
 	// once on one connection. Default 100.
 	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
-	// MaxResetStreams bounds the streams a client may reset per second on
-	// one connection, averaged (a rapid-reset attack resets every stream it
-	// opens); past it, the connection is closed. Default 100.
-	MaxResetStreams int `yaml:"max_reset_streams"`
-	// IdleTimeout, when set, replaces server.idle_timeout for HTTP/2
-	// connections.
-	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 // DefaultMaxConcurrentStreams is server.http2.max_concurrent_streams's

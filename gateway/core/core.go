@@ -23,7 +23,9 @@ import (
 // does not import).
 const (
 	statusOK                 = 200
+	statusPermanentRedirect  = 308
 	statusBadRequest         = 400
+	statusForbidden          = 403
 	statusNotFound           = 404
 	statusTooManyRequests    = 429
 	statusServiceUnavailable = 503
@@ -77,6 +79,11 @@ type Table struct {
 	// request's client by its keys.
 	latency     latencies
 	latencyKeys bool
+	// plaintext is server.tls.plaintext when it is redirect or refuse ("":
+	// cleartext requests are served), and httpsPort the HTTPS listener's
+	// port a redirect names.
+	plaintext config.Plaintext
+	httpsPort string
 }
 
 // Route is one configured route, compiled.
@@ -147,6 +154,12 @@ func New(cfg *config.Config, o Options) (*Table, error) {
 	}
 	if t.clock == nil {
 		t.clock = ratelimit.SystemClock{}
+	}
+	if tc := cfg.Server.TLS; tc != nil && (tc.Plaintext == config.PlaintextRedirect || tc.Plaintext == config.PlaintextRefuse) {
+		t.plaintext = tc.Plaintext
+		if _, port, ok := splitHostPort(tc.Listen); ok {
+			t.httpsPort = port
+		}
 	}
 	var errs []error
 	for i := range cfg.Routes {
@@ -346,6 +359,9 @@ type Outcome struct {
 	// RetryAfter, when positive, is the Retry-After of the answer, in
 	// seconds.
 	RetryAfter int64
+	// Location, when not "", is the answer's Location header (a redirect
+	// to HTTPS).
+	Location string
 	// Close: close the connection after the answer.
 	Close bool
 	// Lease holds the request's leases (concurrency limits, shedding); the
@@ -411,6 +427,9 @@ func (t *Table) Decide(x *Exchange) Outcome {
 		if forwardOnly && rt.fwd == nil || !rt.match.match(r, &in) {
 			continue
 		}
+		if rt.fwd == nil && t.plaintext != "" && !r.secure {
+			return t.cleartext(r, rt)
+		}
 		r.span.Route(rt.id, rt.path, r.method)
 		if rt.fwd == nil {
 			return rt.decide(r, r, &x.res)
@@ -419,6 +438,9 @@ func (t *Table) Decide(x *Exchange) Outcome {
 			return out
 		}
 		forwardOnly = true
+	}
+	if !forwardOnly && t.plaintext != "" && !r.secure {
+		return t.cleartext(r, nil)
 	}
 	detail := "No route matches this request."
 	switch {
@@ -430,6 +452,26 @@ func (t *Table) Decide(x *Exchange) Outcome {
 		detail = `No route matches this request: a path with an encoded "/" or "\" matches only routes with allow_encoded_slash (see the path rules in docs/operations.md).`
 	}
 	return problem(statusNotFound, detail)
+}
+
+// cleartext answers a request of the cleartext listener that rt (nil:
+// none) would take, under server.tls.plaintext redirect or refuse: a 308
+// to its https URL, or a 403. Its limits are not run: the request is
+// decided when it arrives over TLS.
+func (t *Table) cleartext(r *Request, rt *Route) Outcome {
+	url := httpsURL(r, t.httpsPort)
+	if t.plaintext == config.PlaintextRedirect {
+		if url == "" {
+			return Outcome{Route: rt, Status: statusBadRequest, Body: httplimit.ProblemBody(statusBadRequest,
+				"This listener redirects to HTTPS, and the request's Host cannot be redirected to.")}
+		}
+		return Outcome{Route: rt, Status: statusPermanentRedirect, Location: url}
+	}
+	detail := "This listener serves HTTPS only."
+	if url != "" {
+		detail = "This listener serves HTTPS only: use " + url + "."
+	}
+	return Outcome{Route: rt, Status: statusForbidden, Body: httplimit.ProblemBody(statusForbidden, detail)}
 }
 
 // decide runs the route's shedding and limits on view, the request they

@@ -82,7 +82,11 @@ type req struct {
 }
 
 // decide decides r on tab, as an engine does, with a fresh Exchange.
-func decide(tab *Table, r req) Outcome {
+func decide(tab *Table, r req) Outcome { return decideWith(tab, r, nil) }
+
+// decideWith is decide with set, if not nil, applied to the Exchange once
+// its request is reset.
+func decideWith(tab *Table, r req, set func(*Exchange)) Outcome {
 	h := http.Header{}
 	for i := 0; i+1 < len(r.headers); i += 2 {
 		h.Add(r.headers[i], r.headers[i+1])
@@ -93,10 +97,15 @@ func decide(tab *Table, r req) Outcome {
 	}
 	if host == "" {
 		host = "gw.test"
+	} else if host == "-" {
+		host = ""
 	}
 	peer := netip.MustParseAddrPort("192.0.2.7:40000")
 	x := new(Exchange)
 	x.Req.Reset(&headerWire{h: h, remote: peer.String()}, method, []byte(host), []byte(r.target), peer)
+	if set != nil {
+		set(x)
+	}
 	return tab.Decide(x)
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net/netip"
 	"net/url"
@@ -57,6 +58,10 @@ type Request struct {
 	// (Route.clientOf before the limits, clientOfKeys after); 0: not
 	// named yet.
 	client uint64
+	// secure: the request came over TLS; cert is the client's verified
+	// certificate, nil without one.
+	secure bool
+	cert   *x509.Certificate
 }
 
 // Reset makes r the view of a new request: its wire, method, Host header,
@@ -69,6 +74,18 @@ func (r *Request) Reset(w Wire, method string, host, target []byte, peer netip.A
 	r.host = all[:len(host)]
 	r.target = all[len(host):]
 }
+
+// SetTLS records that r came over TLS, with cert the client's verified
+// certificate (nil when it sent none). An engine calls it after Reset.
+func (r *Request) SetTLS(cert *x509.Certificate) { r.secure, r.cert = true, cert }
+
+// Secure reports whether r came over TLS.
+func (r *Request) Secure() bool { return r.secure }
+
+// ClientCertificate returns the client's verified TLS certificate, nil
+// when r did not come over TLS or the client sent none (the client_cert
+// key sources read it).
+func (r *Request) ClientCertificate() *x509.Certificate { return r.cert }
 
 // Clear drops what r references, keeping its scratch memory for reuse.
 func (r *Request) Clear() {

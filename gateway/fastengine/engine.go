@@ -3,7 +3,6 @@ package fastengine
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
+	"github.com/sluice-gw/sluice/gateway/internal/connlimit"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 )
 
@@ -34,6 +34,10 @@ type ServerOptions struct {
 	// Panics records a panic the handler leaves unrecovered; nil records
 	// none.
 	Panics *core.Panics
+	// Conns bounds the connections (server.max_conns and
+	// server.max_conns_per_ip), shared with the other public listeners;
+	// nil makes one of sc's bounds.
+	Conns *connlimit.Limit
 }
 
 // NewServer returns the public listener's server (see newPublicServer)
@@ -79,11 +83,11 @@ func newPublicServer(handler fasthttp.RequestHandler, expect func(*fasthttp.Requ
 	if maxHeaderBytes <= 0 {
 		maxHeaderBytes = defaultMaxHeaderBytes
 	}
-	maxConns := sc.MaxConns
-	if maxConns <= 0 {
-		maxConns = config.DefaultMaxConns
+	limit := o.Conns
+	if limit == nil {
+		limit = connlimit.ForServer(sc, log, o.Metrics)
 	}
-	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: newConnLimit(maxConns, sc.MaxConnsPerIP, log, o.Metrics)}
+	ps := &publicServer{conns: make(map[net.Conn]struct{}), limit: limit}
 	readTimeout := sc.ReadTimeout
 	headerTimeout := sc.ReadHeaderTimeout
 	if headerTimeout <= 0 || readTimeout > 0 && readTimeout < headerTimeout {
@@ -154,7 +158,7 @@ func headerTooLarge(bound int) string {
 // publicServer is the public fasthttp server with its open connections.
 type publicServer struct {
 	*fasthttp.Server
-	limit *connLimit // server.max_conns and server.max_conns_per_ip
+	limit *connlimit.Limit // server.max_conns and server.max_conns_per_ip
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
@@ -207,99 +211,19 @@ func engineError(ctx *fasthttp.RequestCtx, err error, bound int) {
 }
 
 // Serve serves the public listener ln within its connection bounds; its
-// connections close gracefully (lingerConn).
+// connections close gracefully (connlimit.Listen).
 func (ps *publicServer) Serve(ln net.Listener) error {
-	return ps.Server.Serve(lingerListener{Listener: ln, limit: ps.limit})
+	return ps.Server.Serve(connlimit.Listen(ln, ps.limit, false))
 }
 
-// lingerListener accepts connections that close gracefully, within limit:
-// a connection past it is refused here, and one accepted gives its room
-// back when it is closed.
-type lingerListener struct {
-	net.Listener
-	limit *connLimit
+// ServeBounded serves ln, whose connections are within the bounds already
+// (connlimit.Listen, before another engine took its share of them).
+func (ps *publicServer) ServeBounded(ln net.Listener) error {
+	return ps.Server.Serve(ln)
 }
 
-func (l lingerListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		release, status, detail := l.limit.take(c)
-		if release == nil {
-			go l.limit.refuse(wrapConn(c, nil), status, detail)
-			continue
-		}
-		return wrapConn(c, release), nil
-	}
-}
-
-// wrapConn returns c closing gracefully when it is TCP, calling done (if
-// not nil) once it is closed.
-func wrapConn(c net.Conn, done func()) net.Conn {
-	if tc, ok := c.(*net.TCPConn); ok {
-		return &lingerConn{TCPConn: tc, done: done}
-	}
-	if done == nil {
-		return c
-	}
-	return &doneConn{Conn: c, done: done}
-}
-
-// doneConn calls done once it is closed.
-type doneConn struct {
-	net.Conn
-	once sync.Once
-	done func()
-}
-
-func (c *doneConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.done)
-	return err
-}
-
-// lingerTime bounds how long a closed connection still reads what the
-// client sends.
-const lingerTime = 500 * time.Millisecond
-
-// lingerConn closes its write side first and reads (and drops) what the
-// client still sends for a short while before it closes, as Go's server
-// does: a client still writing a request the server answered early (a 431
-// to an oversize header block, say) then reads the answer instead of a
-// connection reset.
-//
-// done, if not nil, is called once the connection is closed for good (after
-// the linger), so that a connection bound counts lingering sockets too.
-type lingerConn struct {
-	*net.TCPConn
-	once sync.Once
-	done func()
-}
-
-func (c *lingerConn) Close() error {
-	c.once.Do(func() {
-		if c.TCPConn.CloseWrite() != nil {
-			c.closed()
-			return
-		}
-		go func() {
-			c.TCPConn.SetReadDeadline(time.Now().Add(lingerTime)) //nolint:errcheck // the read below ends either way
-			io.Copy(io.Discard, io.LimitReader(c.TCPConn, 1<<20)) //nolint:errcheck // draining
-			c.closed()
-		}()
-	})
-	return nil
-}
-
-// closed closes the socket and calls done.
-func (c *lingerConn) closed() {
-	c.TCPConn.Close()
-	if c.done != nil {
-		c.done()
-	}
-}
+// Conns returns the connection bounds the server applies.
+func (ps *publicServer) Conns() *connlimit.Limit { return ps.limit }
 
 // unsupportedCoding reports whether the engine refused a request for its
 // Transfer-Encoding: several of them, or one it does not know.

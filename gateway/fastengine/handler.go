@@ -242,6 +242,9 @@ func writeOutcome(ctx *fasthttp.RequestCtx, out *core.Outcome) {
 	if out.Close {
 		ctx.SetConnectionClose()
 	}
+	if out.Location != "" {
+		w.Header.Set("Location", out.Location)
+	}
 	if f := out.Fixed; f != nil {
 		for _, kv := range f.Headers {
 			w.Header.Add(kv[0], kv[1])

@@ -119,12 +119,8 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), "80")
 }
 
-// hopHeaders are removed from a request and a response as they are
-// forwarded (RFC 9110 §7.6.1), with every header Connection names.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
+// hopHeaders are the hop-by-hop headers (core.HopHeaders).
+var hopHeaders = core.HopHeaders
 
 // hopConnection is the index of Connection in hopHeaders.
 var hopConnection = slices.Index(hopHeaders, "Connection")
@@ -170,16 +166,9 @@ func presentIn(keys iter.Seq2[[]byte, []byte], names []string) uint32 {
 }
 
 // connectionListed appends the header names that the Connection header
-// values list to dst.
+// values list to dst (core.ConnectionListed).
 func connectionListed(dst []string, values [][]byte) []string {
-	for _, v := range values {
-		for f := range strings.SplitSeq(string(v), ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				dst = append(dst, f)
-			}
-		}
-	}
-	return dst
+	return core.ConnectionListed(dst, values)
 }
 
 // outbound rewrites oh, which holds the client's request headers (the
@@ -205,17 +194,7 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasth
 			xff = append(xff, v...)
 		}
 	}
-	if peer := r.Peer(); peer.IsValid() {
-		if len(xff) > 0 {
-			xff = append(xff, ", "...)
-		}
-		xff = peer.Addr().AppendTo(xff)
-	} else if peer, _, err := net.SplitHostPort(r.RemoteAddr()); err == nil {
-		if len(xff) > 0 {
-			xff = append(xff, ", "...)
-		}
-		xff = append(xff, peer...)
-	}
+	xff = r.AppendForwardedFor(xff)
 	// Forwarded is kept only from a trusted proxy (even when Connection
 	// named it), after the headers sluice sets.
 	var forwarded [][]byte
@@ -245,7 +224,7 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasth
 	}
 	x.buf = xff
 	oh.SetCanonical(keyXForwardedHost, []byte(r.Host()))
-	if ctx.IsTLS() {
+	if r.Secure() {
 		oh.SetCanonical(keyXForwardedProto, []byte("https"))
 	} else {
 		oh.SetCanonical(keyXForwardedProto, []byte("http"))
@@ -257,11 +236,8 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasth
 	for _, v := range forwarded {
 		oh.AddBytesV("Forwarded", v)
 	}
-	if !h.c.preserveHost || r.Host() == "" {
-		oh.Set("Host", h.c.target.Host)
-	} else {
-		oh.Set("Host", r.Host())
-	}
+	up := core.Upstream{Target: h.c.target, PreserveHost: h.c.preserveHost}
+	oh.Set("Host", up.Host(r))
 	if s := r.Span(); s.On() {
 		injectTrace(oh, s)
 	}
@@ -269,37 +245,11 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasth
 	oh.SetRequestURIBytes(x.buf)
 }
 
-// appendRequestURI appends the target sent upstream to dst: the escaped
-// path, less strip_prefix segments, joined to the upstream's base path, and
-// the query joined to the upstream's, as httputil's ProxyRequest.SetURL
-// joins them.
+// appendRequestURI appends the target sent upstream for r to dst
+// (core.Upstream.AppendRequestURI).
 func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request) []byte {
-	dst = appendJoinedPath(dst, h.c.target.EscapedPath(), core.StripSegments(r.EscapedPath(), h.c.stripPrefix))
-	tq, q := h.c.target.RawQuery, r.RawQuery()
-	if tq == "" && q == "" {
-		return dst
-	}
-	dst = append(append(dst, '?'), tq...)
-	if tq != "" && q != "" {
-		dst = append(dst, '&')
-	}
-	return append(dst, q...)
-}
-
-// appendJoinedPath appends base path a joined to request path b, with one
-// slash between, to dst.
-func appendJoinedPath(dst []byte, a, b string) []byte {
-	if a == "" {
-		return append(dst, b...)
-	}
-	as, bs := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
-	switch {
-	case as && bs:
-		return append(append(dst, a...), b[1:]...)
-	case !as && !bs:
-		return append(append(append(dst, a...), '/'), b...)
-	}
-	return append(append(dst, a...), b...)
+	up := core.Upstream{Target: h.c.target, StripPrefix: h.c.stripPrefix}
+	return up.AppendRequestURI(dst, r)
 }
 
 // serve forwards r and writes the upstream's answer, streaming its body,

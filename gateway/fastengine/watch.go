@@ -59,8 +59,8 @@ func (x *exchange) WatchClient() (<-chan struct{}, func()) {
 // tcpConnOf returns the TCP connection under a public connection, or nil.
 func tcpConnOf(c net.Conn) *net.TCPConn {
 	switch c := c.(type) {
-	case *lingerConn:
-		return c.TCPConn
+	case interface{ TCP() *net.TCPConn }: // connlimit.Conn
+		return c.TCP()
 	case *net.TCPConn:
 		return c
 	}

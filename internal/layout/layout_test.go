@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,13 +44,19 @@ var allowed = map[string][]string{
 	// gateway composes a configuration's parts (store, core, engine,
 	// admin, rls) and runs the listeners; it imports no engine library.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "gateway/metrics", "gateway/config",
-		"gateway/admin", "gateway/core", "gateway/fastengine", "gateway/rls", "gateway/internal/tracing", "github.com/prometheus/"},
+		"gateway/admin", "gateway/core", "gateway/fastengine", "gateway/httpengine", "gateway/internal/connlimit", "gateway/rls",
+		"gateway/internal/tracing", "github.com/prometheus/"},
 	// The decision core: engine-neutral (TestCoreImports).
 	"gateway/core": {"ratelimit", "store/fallback", "httplimit", "gateway/metrics", "gateway/config", "gateway/admin",
 		"gateway/internal/panichook", "gateway/internal/tracing"},
 	// The fasthttp engine: the one package that imports fasthttp.
 	"gateway/fastengine": {"httplimit", "gateway/metrics", "gateway/config", "gateway/core", "gateway/internal/panichook",
-		"gateway/internal/tracing", "github.com/valyala/fasthttp"},
+		"gateway/internal/tracing", "gateway/internal/connlimit", "github.com/valyala/fasthttp"},
+	// The net/http engine: HTTPS (HTTP/1.1 and HTTP/2) and h2c.
+	"gateway/httpengine": {"httplimit", "gateway/metrics", "gateway/config", "gateway/core", "gateway/internal/panichook",
+		"gateway/internal/connlimit"},
+	// The public listeners' connection bounds, shared by the engines.
+	"gateway/internal/connlimit": {"httplimit", "gateway/metrics", "gateway/config"},
 	// The panic tests' hook into the request path.
 	"gateway/internal/panichook": {},
 	// Envoy's rate limit service: the one package with gRPC and Envoy's
@@ -243,33 +250,119 @@ func TestGofmt(t *testing.T) {
 	}
 }
 
-// engineLibraries are the modules only an engine package may import.
-var engineLibraries = []string{"github.com/valyala/fasthttp"}
+// engineLibraries are the libraries only some engine packages may import,
+// each with the packages that may (none: tests only).
+var engineLibraries = map[string][]string{
+	"github.com/valyala/fasthttp": {"gateway/fastengine"},
+	// HTTP/2 is served by net/http's own; x/net/http2's framer is for the
+	// hostile HTTP/2 tests.
+	"golang.org/x/net/http2": nil,
+}
 
 // engines are the engine packages: each reads the wire into the core's
 // view and writes the core's answer back (docs/layout.md, "Listeners and
 // engines").
-var engines = []string{"gateway/fastengine"}
+var engines = []string{"gateway/fastengine", "gateway/httpengine"}
 
-// TestOneEngine checks that only an engine package imports an engine
-// library, in the files that build the package (tests may drive the
-// engine's library directly).
+// TestOneEngine checks that only the engine packages engineLibraries names
+// import an engine library, in the files that build the package (tests
+// may drive the engine's library directly).
 func TestOneEngine(t *testing.T) {
 	importers := map[string][]string{}
 	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		for _, imp := range p.Imports {
-			for _, lib := range engineLibraries {
+			for lib := range engineLibraries {
 				if strings.HasPrefix(imp, lib) {
 					importers[lib] = append(importers[lib], rel)
 				}
 			}
 		}
 	}
-	for _, lib := range engineLibraries {
+	for lib, want := range engineLibraries {
 		got := slices.Compact(sorted(importers[lib]))
-		if !slices.Equal(got, engines) {
-			t.Errorf("%s is imported by %v; only the engine packages %v may import it", lib, got, engines)
+		if !slices.Equal(got, sorted(want)) {
+			t.Errorf("%s is imported by %v; only %v may import it", lib, got, want)
+		}
+		for _, p := range want {
+			if !slices.Contains(engines, p) {
+				t.Errorf("%s may import %s but is not an engine", p, lib)
+			}
+		}
+	}
+}
+
+// httpServers are the packages whose non-test code may build an
+// http.Server, each with what it serves: the public listeners are the
+// engines', and no other package starts one.
+var httpServers = map[string]string{
+	"gateway/httpengine":  "the public HTTPS and h2c listeners",
+	"gateway":             "the admin listener",
+	"examples/middleware": "the library example's own server",
+	"internal/faultload":  "the fault harness's test upstream",
+}
+
+// TestHTTPServers checks, with go/ast, that only the packages httpServers
+// names build an http.Server (a composite literal of net/http's Server
+// type) outside their tests.
+func TestHTTPServers(t *testing.T) {
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	found := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "testdata" || n == "bench" || strings.HasPrefix(n, ".") && path != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		httpName := ""
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"net/http"` {
+				httpName = "http"
+				if imp.Name != nil {
+					httpName = imp.Name.Name
+				}
+			}
+		}
+		if httpName == "" {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if sel, ok := cl.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Server" {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == httpName {
+					found[rel] = true
+					if _, ok := httpServers[rel]; !ok {
+						t.Errorf("%s builds an http.Server; only %v may (the public listeners are the engines')", fset.Position(cl.Pos()), slices.Sorted(maps.Keys(httpServers)))
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, what := range httpServers {
+		if !found[p] {
+			t.Errorf("%s is listed as building an http.Server (%s) but builds none", p, what)
 		}
 	}
 }
@@ -278,7 +371,7 @@ func TestOneEngine(t *testing.T) {
 // through its own view and answers with a value, so it imports neither
 // net, net/http nor an engine.
 var coreImports = []string{
-	"context", "crypto/sha256", "encoding/hex", "errors", "fmt", "hash/maphash", "log/slog", "maps", "math",
+	"context", "crypto/sha256", "crypto/x509", "encoding/hex", "errors", "fmt", "hash/maphash", "log/slog", "maps", "math",
 	"math/rand/v2", "net/netip", "net/textproto", "net/url", "runtime", "runtime/debug", "slices", "strconv",
 	"strings", "sync", "sync/atomic", "time", "unicode/utf8",
 	module + "/gateway/admin", module + "/gateway/config", module + "/gateway/internal/panichook",
@@ -299,7 +392,7 @@ func TestCoreImports(t *testing.T) {
 		if imp == "net" || imp == "net/http" || strings.HasPrefix(imp, "net/http/") {
 			t.Errorf("gateway/core imports %s; the core reads requests through core.Request and answers with core.Outcome", imp)
 		}
-		for _, lib := range engineLibraries {
+		for lib := range engineLibraries {
 			if strings.HasPrefix(imp, lib) {
 				t.Errorf("gateway/core imports the engine library %s", imp)
 			}

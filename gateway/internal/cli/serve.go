@@ -43,7 +43,12 @@ func runServe(ctx context.Context, args []string, env Env) int {
 		defer signal.Stop(c)
 		sigs = c
 	}
-	srv := gateway.NewServer(g, log)
+	srv, err := gateway.NewServer(g, log)
+	if err != nil {
+		g.Close()
+		log.Error("starting", "error", err)
+		return exitError
+	}
 	rl.srv = srv
 	if err := srv.Start(); err != nil {
 		g.Close()

@@ -37,7 +37,10 @@ func New(tb testing.TB, cfg *config.Config, deps gateway.Deps) *gateway.Gateway 
 // flight. It ends the test when Start fails.
 func Start(tb testing.TB, g *gateway.Gateway) *gateway.Server {
 	tb.Helper()
-	srv := gateway.NewServer(g, nil)
+	srv, err := gateway.NewServer(g, nil)
+	if err != nil {
+		tb.Fatalf("gateway: NewServer: %v", err)
+	}
 	if err := srv.Start(); err != nil {
 		tb.Fatalf("gateway: Start: %v", err)
 	}

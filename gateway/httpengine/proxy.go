@@ -1,0 +1,343 @@
+package httpengine
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/http/httputil"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-gw/sluice/gateway/core"
+	"github.com/sluice-gw/sluice/gateway/internal/panichook"
+	"github.com/sluice-gw/sluice/gateway/metrics"
+	"github.com/sluice-gw/sluice/httplimit"
+)
+
+// dialTimeout bounds connecting to an upstream.
+const dialTimeout = 10 * time.Second
+
+// transports holds one keep-alive connection pool (an http.Transport) per
+// upstream scheme and address, shared by the routes of one gateway.
+type transports struct {
+	mu sync.Mutex
+	by map[string]*http.Transport
+}
+
+func newTransports() *transports { return &transports{by: make(map[string]*http.Transport)} }
+
+// of returns the pool for scheme://host.
+func (t *transports) of(scheme, host string) *http.Transport {
+	key := scheme + "://" + host
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr := t.by[key]; tr != nil {
+		return tr
+	}
+	tr := &http.Transport{
+		Proxy:       nil,
+		DialContext: (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		// Upstreams are spoken to in HTTP/1.1, as fastengine speaks to them.
+		ForceAttemptHTTP2:   false,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		TLSHandshakeTimeout: dialTimeout,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		ReadBufferSize:      16 << 10,
+		WriteBufferSize:     16 << 10,
+	}
+	t.by[key] = tr
+	return tr
+}
+
+// close closes every pool's idle connections.
+func (t *transports) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tr := range t.by {
+		tr.CloseIdleConnections()
+	}
+}
+
+// proxy forwards one route's requests to its upstream with
+// httputil.ReverseProxy, applying the forwarding rules of core/forward.go.
+// It is safe for concurrent use.
+type proxy struct {
+	route     string
+	up        *core.Upstream
+	table     *core.Table
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+	metrics   *metrics.Metrics
+	log       *slog.Logger
+	panics    *core.Panics
+}
+
+// exchangeKey is the request context's key of the exchange a proxied
+// request belongs to.
+type exchangeKey struct{}
+
+func newProxy(route string, up *core.Upstream, t *core.Table, h *Handler) *proxy {
+	p := &proxy{route: route, up: up, table: t, transport: h.ups.of(up.Target.Scheme, up.Target.Host),
+		metrics: h.metrics, log: h.log, panics: h.panics}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      roundTripper{p},
+		FlushInterval:  0, // a body of unknown length, or an event stream, is flushed as it comes
+		ErrorLog:       slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.fail,
+	}
+	return p
+}
+
+// serve forwards x's request and writes the upstream's answer, or the
+// problem answer of a failure.
+func (p *proxy) serve(w http.ResponseWriter, x *exchange, res *httplimit.Result) {
+	if panichook.Hook != nil {
+		panichook.Hook("forward", x)
+	}
+	x.res = res
+	r := x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
+	p.rp.ServeHTTP(w, r)
+}
+
+// exchangeOf returns the exchange of a proxied request.
+func exchangeOf(r *http.Request) *exchange { return r.Context().Value(exchangeKey{}).(*exchange) }
+
+// rewrite makes the request sent upstream (docs/semantics.md §4.4): the
+// upstream's scheme, address and Host (or the client's under
+// preserve_host), the path and query joined to its own, the X-Forwarded-*
+// and client address headers, and the trace context. ReverseProxy has
+// dropped the hop-by-hop headers (those Connection names too) and the
+// client's X-Forwarded-* and Forwarded before.
+func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
+	x := exchangeOf(pr.In)
+	r := &x.Req
+	out := pr.Out
+	out.URL.Scheme, out.URL.Host = p.up.Target.Scheme, p.up.Target.Host
+	uri := string(p.up.AppendRequestURI(x.buf[:0], r))
+	out.URL.Path, out.URL.RawPath = "", ""
+	out.URL.Opaque, out.URL.RawQuery, _ = strings.Cut(uri, "?")
+	out.Host = p.up.Host(r)
+	hd := out.Header
+	if !upgradable(pr.In) {
+		hd.Del("Connection")
+		hd.Del("Upgrade")
+	}
+	hd.Del("X-Real-Ip")
+	x.buf = x.buf[:0]
+	for i, v := range pr.In.Header["X-Forwarded-For"] {
+		if i > 0 {
+			x.buf = append(x.buf, ", "...)
+		}
+		x.buf = append(x.buf, v...)
+	}
+	x.buf = r.AppendForwardedFor(x.buf)
+	if len(x.buf) > 0 {
+		hd["X-Forwarded-For"] = []string{string(x.buf)}
+	}
+	hd["X-Forwarded-Host"] = []string{r.Host()}
+	hd["X-Forwarded-Proto"] = []string{r.ForwardedProto()}
+	ip := p.table.IP()
+	if a, ok := ip.ClientIP(r); ok {
+		hd["X-Real-Ip"] = []string{a.String()}
+	}
+	if fwd := pr.In.Header["Forwarded"]; len(fwd) > 0 && ip.PeerTrusted(r) {
+		hd["Forwarded"] = append([]string(nil), fwd...)
+	}
+	if s := r.Span(); s.On() {
+		hd.Del("Traceparent")
+		hd.Del("Tracestate")
+		s.Inject(func(name, value string) { hd.Set(name, value) })
+	}
+	if out.Body != nil && out.Body != http.NoBody {
+		out.Body = &bodyReader{r: out.Body, x: x}
+	}
+}
+
+// upgradable reports whether a request may switch protocols through the
+// proxy: an HTTP/1.1 GET asking for a protocol other than h2c (which a
+// proxy does not tunnel). Any other request that carries Upgrade is
+// proxied as an ordinary one, the header dropped as hop-by-hop.
+func upgradable(r *http.Request) bool {
+	up := r.Header.Get("Upgrade")
+	return up != "" && r.Method == http.MethodGet && r.ProtoMajor == 1 && r.ProtoMinor == 1 &&
+		!strings.EqualFold(strings.TrimSpace(up), "h2c")
+}
+
+// modifyResponse sets the decision's rate-limit headers on the upstream's
+// answer, in place of any the upstream sent. A panic here is recorded and
+// becomes errPanicked, so that ReverseProxy closes the upstream's body and
+// the answer is the 500 of a gateway failure.
+func (p *proxy) modifyResponse(resp *http.Response) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.panics.Record(metrics.DoorGateway, v)
+			err = errPanicked
+		}
+	}()
+	if panichook.Hook != nil {
+		panichook.Hook("body", headerPeeker(resp.Header))
+	}
+	setRateLimitHeaders(resp.Header, exchangeOf(resp.Request).res)
+	return nil
+}
+
+// errPanicked is a proxied answer whose handling panicked.
+var errPanicked = errors.New("gateway: panic while reading the upstream's answer")
+
+// errUpstreamTimeout is a round trip ended by the route's timeout.
+var errUpstreamTimeout = errors.New("gateway: upstream timeout")
+
+// fail answers a failed round trip: 400 or 408 when reading the client's
+// body failed, nothing (499 recorded) when the client went away, 504 when
+// the route's timeout passed, 502 otherwise; with the rate-limit headers of
+// the decision that admitted the request. A 5xx is logged at warn,
+// anything else at debug.
+func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeOf(r)
+	status, detail := http.StatusBadGateway, "The upstream could not be reached."
+	switch {
+	case x.bodyErr != nil && isTimeout(x.bodyErr):
+		status, detail = http.StatusRequestTimeout, "The request body did not arrive in time."
+	case x.bodyErr != nil && !errors.Is(x.bodyErr, errUpstreamTimeout):
+		status, detail = http.StatusBadRequest, "The request body could not be read."
+	case errors.Is(err, errPanicked):
+		status, detail = http.StatusInternalServerError, "The gateway failed to answer this request."
+	case x.timedOut || errors.Is(err, errUpstreamTimeout):
+		status, detail = http.StatusGatewayTimeout, "The upstream did not answer in time."
+	case r.Context().Err() != nil:
+		x.Req.SetStatus(core.StatusClientClosed)
+		return
+	}
+	level := slog.LevelDebug
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	p.log.Log(r.Context(), level, "upstream request failed", "route", p.route, "status", status, "error", err)
+	if sw, ok := w.(*statusWriter); ok && sw.status != 0 {
+		// The answer had begun (a body broken off midway): it cannot be
+		// replaced, so its connection or stream is ended.
+		panic(http.ErrAbortHandler)
+	}
+	setRateLimitHeaders(w.Header(), x.res)
+	writeProblem(w, status, detail)
+}
+
+// isTimeout reports whether err is a timeout (the server's read_timeout
+// on the client's body).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// bodyReader is the client's request body as the upstream request reads
+// it, recording the error a read ends with (other than io.EOF) so that a
+// failed round trip is blamed on the client when the client failed.
+type bodyReader struct {
+	r io.ReadCloser
+	x *exchange
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.x.bodyErr == nil {
+		b.x.bodyErr = err
+	}
+	return n, err
+}
+
+func (b *bodyReader) Close() error { return b.r.Close() }
+
+// roundTripper is the proxy's Transport: the upstream pool's, bounded by
+// the route's timeout until the answer's headers arrive, recording
+// sluice_upstream_duration_seconds and, for load shedding, the upstream's
+// latency (from the request's last byte written to the answer's first).
+type roundTripper struct{ p *proxy }
+
+func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := rt.p
+	x := exchangeOf(req)
+	start := time.Now()
+	ctx := req.Context()
+	var wrote, first time.Time
+	if p.up.Latency != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest:         func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+			GotFirstResponseByte: func() { first = time.Now() },
+		})
+	}
+	var cancel context.CancelCauseFunc
+	var timer *time.Timer
+	if p.up.Timeout > 0 {
+		ctx, cancel = context.WithCancelCause(ctx)
+		timer = time.AfterFunc(p.up.Timeout, func() { cancel(errUpstreamTimeout) })
+	}
+	if ctx != req.Context() {
+		req = req.WithContext(ctx)
+	}
+	resp, err := p.transport.RoundTrip(req)
+	timedOut := timer != nil && !timer.Stop()
+	p.metrics.UpstreamDuration(p.route, time.Since(start))
+	if p.up.Latency != nil && !wrote.IsZero() {
+		switch {
+		case !first.IsZero():
+			p.up.Latency.Observe(p.table.ClientOf(&x.Req), first.Sub(wrote))
+		case timedOut:
+			p.up.Latency.Observe(p.table.ClientOf(&x.Req), time.Since(wrote))
+		}
+	}
+	if timedOut {
+		x.timedOut = true
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel(nil)
+		return nil, errUpstreamTimeout
+	}
+	if err != nil {
+		if cancel != nil {
+			cancel(nil)
+		}
+		return nil, err
+	}
+	if cancel != nil {
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	}
+	return resp, nil
+}
+
+// cancelBody releases the round trip's context once the body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+// Write passes a switched protocol's writes on (ReverseProxy writes to a
+// 101 answer's body).
+func (b *cancelBody) Write(p []byte) (int, error) {
+	if w, ok := b.ReadCloser.(io.Writer); ok {
+		return w.Write(p)
+	}
+	return 0, errors.New("gateway: upstream body is not writable")
+}
+
+// headerPeeker is an http.Header as the panic hook reads it.
+type headerPeeker http.Header
+
+func (h headerPeeker) Peek(name string) []byte { return []byte(http.Header(h).Get(name)) }
