@@ -434,7 +434,7 @@ func runCell(ctx context.Context, c *config, t tools, l *loaders, ce cell, up *c
 	} else {
 		base := "https://" + srv.addr
 		tr := tlsTransport(l.cert, ce.proto)
-		err := waitAnswers(ctx, tr, base+requestPath, srv.exited, 15*time.Second)
+		err := waitAnswers(ctx, tr, base+requestPath+"?"+userQuery+"=1", srv.exited, 15*time.Second)
 		tr.CloseIdleConnections()
 		if err != nil {
 			return r, fmt.Errorf("%s on %s: %w; its output:\n%s", ce.name, srv.addr, err, srv.logs())
