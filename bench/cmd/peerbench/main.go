@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -378,6 +379,10 @@ type cellRun struct {
 	// trouble describes an h2load run's failed requests and non-2xx
 	// answers; empty when there are none.
 	trouble string
+	// acceptsTLS12 says a TLS cell's server completed a handshake with a
+	// client that offered TLS 1.2 at most, although it is configured for
+	// TLS 1.3 only.
+	acceptsTLS12 bool
 }
 
 // server is a running proxy under test.
@@ -439,6 +444,7 @@ func runCell(ctx context.Context, c *config, t tools, l *loaders, ce cell, up *c
 		if err != nil {
 			return r, fmt.Errorf("%s on %s: %w; its output:\n%s", ce.name, srv.addr, err, srv.logs())
 		}
+		r.acceptsTLS12 = acceptsTLS12(srv.addr)
 		// The CPU times are read when h2load's measured duration starts,
 		// after the warm-up on the same connections.
 		res, err := l.h2load.run(ctx, ce.proto, base, c.warmup, c.duration, func() { before = readCPU(srv.pid, up.pid(), rs) })
@@ -602,4 +608,20 @@ func tlsTransport(cert *runCert, proto tlsProto) *http.Transport {
 		TLSClientConfig: &tls.Config{RootCAs: cert.pool, MinVersion: tls.VersionTLS13},
 		Protocols:       &protocols,
 	}
+}
+
+// acceptsTLS12 reports whether the TLS server on addr completes a
+// handshake with a client that offers TLS 1.2 at most, whatever its
+// certificate. Every TLS cell is configured for TLS 1.3 only; one that
+// does not refuse is reported.
+func acceptsTLS12(addr string) bool {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		// Only the version matters here, and no request is sent.
+		Config: &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }

@@ -104,7 +104,8 @@ func (r *report) markdown() string {
 	}
 	if tls {
 		fmt.Fprintf(&b, "TLS cells: %s -t%d, HTTP/2 -c%d -m%d, HTTPS/1.1 --h1 -c%d -m1; -D %v after a warm-up of %v on the same connections, "+
-			"CPU read over the measured %v only; TLS 1.3 only, one ECDSA P-256 certificate for the run; "+
+			"CPU read over the measured %v only; TLS 1.3 only (every measured connection negotiated it; each run also checks that its server refuses a TLS 1.2 client), "+
+			"one ECDSA P-256 certificate for the run; "+
 			"every connection walks the same shuffled list of %d URIs, one per user in the query parameter %s, on which the limits are keyed.\n\n",
 			r.h2loadVersion, c.threads, c.h2Conns, c.h2Streams, c.https1Conns, c.duration, c.warmup, c.duration, c.users, userQuery)
 	}
@@ -211,18 +212,26 @@ func totalErrors(runs []cellRun) float64 {
 }
 
 // troubles lists the TLS runs with failed requests or non-2xx answers, as
-// h2load counted them.
+// h2load counted them, and the TLS cells whose server accepted a TLS 1.2
+// client.
 func (r *report) troubles(b *strings.Builder) {
-	var lines []string
+	var lines, tls12 []string
 	for i, ce := range r.cells {
 		for round, cr := range r.runs[i] {
 			if cr.trouble != "" {
 				lines = append(lines, fmt.Sprintf("- `%s`, round %d: %s", ce.name, round+1, cr.trouble))
 			}
 		}
+		if slices.ContainsFunc(r.runs[i], func(cr cellRun) bool { return cr.acceptsTLS12 }) {
+			tls12 = append(tls12, "`"+ce.name+"`")
+		}
 	}
 	if len(lines) > 0 {
 		b.WriteString("\nTLS runs with failures or non-2xx answers (h2load's counts):\n\n" + strings.Join(lines, "\n") + "\n")
+	}
+	if len(tls12) > 0 {
+		b.WriteString("\nConfigured for TLS 1.3 only, these servers accepted a TLS 1.2 client (their measured connections negotiated TLS 1.3): " +
+			strings.Join(tls12, ", ") + ".\n")
 	}
 }
 
