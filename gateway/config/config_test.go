@@ -66,6 +66,7 @@ policies:
 	want := Server{
 		Listen: "127.0.0.1:8080", ShutdownTimeout: 15 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16384, MaxConns: 4096,
+		HTTP2: HTTP2{MaxConcurrentStreams: 100},
 	}
 	if diff := cmp.Diff(want, c.Server); diff != "" {
 		t.Errorf("server defaults (-want +got):\n%s", diff)
@@ -334,6 +335,7 @@ routes:
 
 // Effective's output parses back to the same configuration.
 func TestEffectiveRoundTrip(t *testing.T) {
+	tlsFixtures(t)
 	files, _ := filepath.Glob("testdata/check/*_ok.yaml")
 	if len(files) == 0 {
 		t.Fatal("no valid fixtures")
