@@ -119,7 +119,10 @@ func prefixed(path string, err error) error {
 // cipher list of sluice's own), NextProtos h2 and http/1.1, and a
 // GetConfigForClient that gives each handshake the certificates, client
 // CAs, client authentication and minimum version in force when it
-// starts. Each handshake's configuration is a clone of the one returned,
+// starts. A resumed session's client certificate chains are checked
+// against the client CAs in force too (crypto/tls does so with the
+// handshake's configuration), so a reload that drops a CA ends its
+// sessions' resumption. Each handshake's configuration is a clone of the one returned,
 // so fields the caller sets on it (NextProtos, say) apply, as long as they
 // are set before it serves; a clone made of it by the caller does not
 // carry later changes. An open connection keeps what its handshake used.

@@ -451,3 +451,58 @@ func TestWatchSymlinkSwap(t *testing.T) {
 	}
 	open.echo(t, "across the swap")
 }
+
+// TestResumedSessionReverified: a client resuming a TLS session after a
+// reload replaced the client CA that issued its certificate is refused,
+// as a new handshake with that certificate would be (crypto/tls checks the
+// session's chains against the ClientCAs the handshake's configuration
+// gives, the ones in force); before the reload it resumes.
+func TestResumedSessionReverified(t *testing.T) {
+	serverCA, clientsOne, clientsTwo := testcert.NewCA(t, "server CA"), testcert.NewCA(t, "clients one"), testcert.NewCA(t, "clients two")
+	dir := t.TempDir()
+	cert := files(t, dir, "server", serverCA.Issue(t, pkix.Name{CommonName: "server"}, "api.example"))
+	oneFile, twoFile := filepath.Join(dir, "one.pem"), filepath.Join(dir, "two.pem")
+	clientsOne.WriteCert(t, oneFile)
+	clientsTwo.WriteCert(t, twoFile)
+	conf := func(ca string) *config.TLS {
+		return &config.TLS{Listen: ":0", MinVersion: "1.2", Certificates: []config.Certificate{cert}, ClientCA: ca, ClientAuth: config.ClientAuthRequire}
+	}
+	s, err := New(conf(oneFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, s.TLSConfig())
+	alice := clientsOne.Issue(t, pkix.Name{CommonName: "alice"}).TLS(t)
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		if err := s.Reload(conf(oneFile)); err != nil {
+			t.Fatal(err)
+		}
+		cfg := clientConfig("api.example", serverCA.Pool(), &alice)
+		cfg.MaxVersion = v
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+		// connect returns the server's line and whether the session was
+		// resumed; the line read brings TLS 1.3's ticket in.
+		connect := func() (string, bool, error) {
+			c, err := tls.Dial("tcp", addr, cfg)
+			if err != nil {
+				return "", false, err
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			return strings.TrimSuffix(line, "\n"), c.ConnectionState().DidResume, err
+		}
+		if peer, _, err := connect(); err != nil || peer != "CN=alice" {
+			t.Fatalf("TLS %x: first connection: %q, %v", v, peer, err)
+		}
+		if peer, resumed, err := connect(); err != nil || peer != "CN=alice" || !resumed {
+			t.Fatalf("TLS %x: second connection: %q, resumed %v, %v; want a resumed session", v, peer, resumed, err)
+		}
+		if err := s.Reload(conf(twoFile)); err != nil {
+			t.Fatal(err)
+		}
+		if peer, resumed, err := connect(); err == nil {
+			t.Errorf("TLS %x: after the client CA changed, a session resumed (%v) with alice's certificate: server saw %q", v, resumed, peer)
+		}
+	}
+}
