@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-gw/sluice/internal/testcert"
 )
@@ -174,5 +175,42 @@ func TestTLSValidateInGo(t *testing.T) {
 	}
 	if c.Server.TLS.Version() != tls.VersionTLS13 {
 		t.Errorf("Version() = %x, want TLS 1.3", c.Server.TLS.Version())
+	}
+}
+
+// TestTLSValidityWarnings: a certificate that has expired, or is not valid
+// yet, loads with a warning at its cert_file; a valid one gives none.
+func TestTLSValidityWarnings(t *testing.T) {
+	ca := testcert.NewCA(t, "validity CA")
+	dir := t.TempDir()
+	now := time.Now()
+	write := func(name string, leaf *testcert.Leaf) {
+		leaf.Write(t, filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"))
+	}
+	write("expired", ca.IssueValid(t, now.Add(-48*time.Hour), now.Add(-24*time.Hour), pkix.Name{CommonName: "old"}))
+	write("future", ca.IssueValid(t, now.Add(24*time.Hour), now.Add(48*time.Hour), pkix.Name{CommonName: "new"}))
+	write("good", ca.Issue(t, pkix.Name{CommonName: "good"}))
+	file := filepath.Join(dir, "sluice.yaml")
+	yaml := "server:\n  tls:\n    listen: :8443\n    certificates:\n" +
+		"      - {cert_file: good.pem, key_file: good-key.pem}\n" +
+		"      - {cert_file: expired.pem, key_file: expired-key.pem}\n" +
+		"      - {cert_file: future.pem, key_file: future-key.pem}\n" +
+		"routes:\n  - {id: a, match: {path: /a}, upstream: \"http://127.0.0.1:1\"}\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Warnings()
+	if len(w) != 2 {
+		t.Fatalf("warnings: %v, want two", w)
+	}
+	if w[0].Line != 6 || w[0].Path != "server.tls.certificates[1].cert_file" || !strings.Contains(w[0].Message, "expired.pem\" expired at ") {
+		t.Errorf("first warning: %v", w[0])
+	}
+	if w[1].Line != 7 || w[1].Path != "server.tls.certificates[2].cert_file" || !strings.Contains(w[1].Message, "future.pem\" is not valid before ") {
+		t.Errorf("second warning: %v", w[1])
 	}
 }

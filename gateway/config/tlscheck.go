@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Version returns MinVersion as a crypto/tls version: tls.VersionTLS13 for
@@ -238,8 +239,18 @@ func (v *validator) tls(c *Config) {
 		if cert.CertFile == "" || cert.KeyFile == "" {
 			continue
 		}
-		if _, err := LoadKeyPair(cert); err != nil {
+		pair, err := LoadKeyPair(cert)
+		if err != nil {
 			v.fileErr(cp, err)
+			continue
+		}
+		switch now := time.Now(); {
+		case now.After(pair.Leaf.NotAfter):
+			v.warnf(cp+".cert_file", "the certificate in %q expired at %s: clients refuse it",
+				cert.CertFile, pair.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		case now.Before(pair.Leaf.NotBefore):
+			v.warnf(cp+".cert_file", "the certificate in %q is not valid before %s: clients refuse it until then",
+				cert.CertFile, pair.Leaf.NotBefore.UTC().Format(time.RFC3339))
 		}
 	}
 

@@ -139,6 +139,13 @@ type Leaf struct {
 // wildcards allowed).
 func (ca *CA) Issue(t testing.TB, subject pkix.Name, names ...string) *Leaf {
 	t.Helper()
+	return ca.IssueValid(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), subject, names...)
+}
+
+// IssueValid is Issue with the validity period from notBefore to notAfter:
+// an expired certificate, or one not valid yet.
+func (ca *CA) IssueValid(t testing.TB, notBefore, notAfter time.Time, subject pkix.Name, names ...string) *Leaf {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +153,8 @@ func (ca *CA) Issue(t testing.TB, subject pkix.Name, names ...string) *Leaf {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
 		Subject:      subject,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
