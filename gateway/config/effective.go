@@ -18,8 +18,8 @@ const redacted = "<redacted>"
 // read from its envoy_config files in comments; server.tls's files are
 // shown as Parse resolved them. admin.token and store.redis.password, when
 // set, are shown as "<redacted>". Apart from those, parsing the output
-// gives back the same configuration: '$' is written as "$$" so nothing is expanded
-// twice.
+// gives back the same configuration: '$' is written as "$$" so nothing is
+// expanded twice.
 func (c *Config) Effective() string {
 	w := &yamlWriter{}
 	s := c.Server

@@ -44,8 +44,8 @@ func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 }
 
 // Parse parses data, the content of the configuration file filename (used
-// in messages, and as the place relative paths of server.tls are relative
-// to: they are resolved against filename's directory), validates it, applies defaults ([ApplyDefaults]) and
+// in messages, and as the directory that server.tls's relative paths are
+// resolved against), validates it, applies defaults ([ApplyDefaults]) and
 // compiles its policies. On success the Config is ready for a gateway.
 //
 // The YAML is decoded strictly: unknown fields and values of the wrong type

@@ -51,8 +51,10 @@ type state struct {
 }
 
 // New loads c's certificates and client CAs. c must be valid
-// ([config.Config.Validate]); a file that cannot be loaded is an error
-// naming it. log receives the reloads' outcomes; nil discards them.
+// ([config.Config.Validate]); its paths are opened as they are (a Config
+// from config.Load has them resolved against the file's directory). A file
+// that cannot be loaded is an error naming it. log receives the outcomes
+// of the reloads Watch makes; nil discards them.
 func New(c *config.TLS, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
