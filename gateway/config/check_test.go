@@ -30,9 +30,11 @@ func testLookup(name string) (string, bool) {
 
 // checkOutput is what `sluice check` shows for a file: every error, one per
 // line, or the summary line followed by the effective configuration.
+// The file is parsed as testdata/check/NAME, so that the relative paths of
+// server.tls resolve from there, and its errors are shown under NAME.
 func checkOutput(t *testing.T, name string, data []byte) (string, bool) {
 	t.Helper()
-	c, err := Parse(name, data, testLookup)
+	c, err := Parse(filepath.Join("testdata/check", name), data, testLookup)
 	if err != nil {
 		var errs Errors
 		if !errors.As(err, &errs) {
@@ -40,6 +42,9 @@ func checkOutput(t *testing.T, name string, data []byte) (string, bool) {
 		}
 		if len(errs) == 0 {
 			t.Fatalf("Parse(%s) returned empty Errors", name)
+		}
+		for _, e := range errs {
+			e.File = name
 		}
 		return err.Error() + "\n", false
 	}
@@ -51,6 +56,7 @@ func checkOutput(t *testing.T, name string, data []byte) (string, bool) {
 // others must be invalid. Run with -update to rewrite the golden files, then
 // review the diff.
 func TestCheckGolden(t *testing.T) {
+	tlsFixtures(t)
 	files, err := filepath.Glob("testdata/check/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)

@@ -486,8 +486,9 @@ type Limit struct {
 	// plan picks. Required.
 	Policy string `yaml:"policy"`
 	// Key picks the budget: header:NAME | query:NAME | ip | route | path |
-	// const:TEXT | cookie:NAME (every source package keysource knows), or
-	// a list of these whose values together form the key. Required.
+	// const:TEXT | cookie:NAME | client_cert:FIELD (every source package
+	// keysource knows), or a list of these whose values together form the
+	// key. Required.
 	Key httplimit.Key `yaml:"key"`
 	// Cost is what one request consumes, an integer ≥ 1. It may not exceed
 	// the limit (capacity, limit or burst) of any policy this limit can use.
@@ -525,7 +526,7 @@ type Limit struct {
 // wins: an override set through the admin API, Overrides, Plans, Policy.
 type Plans struct {
 	// From is the request value naming the plan: header:NAME | query:NAME |
-	// ip | route | path | cookie:NAME. Required.
+	// ip | route | path | cookie:NAME | client_cert:FIELD. Required.
 	From httplimit.KeyPart `yaml:"from"`
 	// Policies maps plan values to policy names: {free: free-tier, pro:
 	// pro-tier}. A value not listed falls back to the limit's policy.

@@ -42,6 +42,7 @@ func ApplyDefaults(c *Config) {
 	setDefault(&s.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&s.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&s.MaxConns, DefaultMaxConns)
+	applyTLSDefaults(s)
 
 	setDefault(&c.Admin.Listen, DefaultAdminListen)
 	observeDefaults(c)

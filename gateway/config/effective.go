@@ -15,10 +15,11 @@ const redacted = "<redacted>"
 // Effective renders c as YAML with every default spelled out, for `sluice
 // check` to show what is in force. Policies keep their file order and map
 // keys are sorted. The rls section, when there is one, lists the domains
-// read from its envoy_config files in comments. admin.token and
-// store.redis.password, when set, are shown as "<redacted>". Apart from those, parsing the output gives back
-// the same configuration: '$' is written as "$$" so nothing is expanded
-// twice.
+// read from its envoy_config files in comments; server.tls's files are
+// shown as Parse resolved them. admin.token and store.redis.password, when
+// set, are shown as "<redacted>". Apart from those, parsing the output
+// gives back the same configuration: '$' is written as "$$" so nothing is
+// expanded twice.
 func (c *Config) Effective() string {
 	w := &yamlWriter{}
 	s := c.Server
@@ -34,6 +35,7 @@ func (c *Config) Effective() string {
 	w.kv(1, "max_conns", strconv.Itoa(s.MaxConns))
 	w.kv(1, "max_conns_per_ip", strconv.Itoa(s.MaxConnsPerIP))
 	w.kv(1, "access_log", accessLogFlow(s.AccessLog))
+	w.tlsEffective(&s)
 
 	w.line(0, "admin:")
 	w.kv(1, "listen", quote(c.Admin.Listen))

@@ -97,7 +97,7 @@ routes:
 	want := []string{
 		`test.yaml:9:26: routes[0].limits[0].key: key "cookie:a b": cookie name "a b" is not a valid cookie name (an RFC 6265 token)`,
 		`test.yaml:10:31: routes[0].limits[1].key[1]: key "cookie:": cookie name is empty`,
-		`test.yaml:11:44: routes[0].limits[2].plans.from: unknown key "cookies:plan" (allowed: header:NAME | query:NAME | ip | route | path | const:TEXT | cookie:NAME)`,
+		`test.yaml:11:44: routes[0].limits[2].plans.from: unknown key "cookies:plan" (allowed: header:NAME | query:NAME | ip | route | path | const:TEXT | cookie:NAME | client_cert:FIELD)`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

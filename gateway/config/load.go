@@ -44,7 +44,8 @@ func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 }
 
 // Parse parses data, the content of the configuration file filename (used
-// only in messages), validates it, applies defaults ([ApplyDefaults]) and
+// in messages, and as the directory that server.tls's relative paths are
+// resolved against), validates it, applies defaults ([ApplyDefaults]) and
 // compiles its policies. On success the Config is ready for a gateway.
 //
 // The YAML is decoded strictly: unknown fields and values of the wrong type
@@ -70,6 +71,9 @@ func Parse(filename string, data []byte, lookup func(string) (string, bool)) (*C
 	c := &Config{}
 	d.decode(body, "", reflect.ValueOf(c).Elem(), "")
 	c.policyOrder = d.order["policies"]
+	if c.Server.TLS != nil {
+		c.Server.TLS.resolvePaths(filepath.Dir(filename))
+	}
 
 	v := &validator{file: filename, pos: d.pos, parent: d.parent, bad: d.bad, blank: d.blank}
 	v.explicitZeros(c)

@@ -15,7 +15,9 @@ import (
 // Today it reports routes (and forward_auth.match sections) that lose HEAD
 // requests to an earlier route: GET in match.methods takes HEAD too, so a
 // later route listing HEAD, whose requests the earlier route all takes,
-// never sees one (docs/operations.md, "Path rules").
+// never sees one (docs/operations.md, "Path rules"); and server.tls
+// certificates that have expired or are not valid yet when the file is
+// checked.
 func (c *Config) Warnings() Errors {
 	return c.warnings
 }

@@ -9,10 +9,14 @@ type TLS struct {
 	Listen string `yaml:"listen"`
 	// Certificates are the server's certificates; the one offered to a
 	// client is chosen by the name it asks for (SNI), the first when none
-	// matches. At least one is required.
+	// matches. At least one is required. sluice reads the files again when
+	// they change on disk and on every reload; a handshake uses the
+	// certificates in force when it starts.
 	Certificates []Certificate `yaml:"certificates"`
 	// ClientCA, when set, is a PEM file of the certificate authorities
-	// client certificates are verified against: mutual TLS.
+	// client certificates are verified against: mutual TLS. The verified
+	// certificate is what the client_cert:subject and client_cert:cn key
+	// parts read.
 	ClientCA string `yaml:"client_ca"`
 	// ClientAuth says whether a client must present a certificate when
 	// ClientCA is set: "require" (the default) or "optional" (verified when
@@ -28,10 +32,17 @@ type TLS struct {
 	Plaintext Plaintext `yaml:"plaintext"`
 }
 
-// Certificate is one certificate chain and its private key, PEM files.
+// Certificate is one certificate chain and its private key, PEM files. A
+// relative path, here and in ClientCA, is relative to the configuration
+// file's directory, as rls.envoy_config's are: [Parse] resolves it, so a
+// Config from [Load] or [Parse] holds paths that open from the process's
+// working directory, and its effective configuration shows them so.
 type Certificate struct {
+	// CertFile is the certificate chain, leaf first. Required.
 	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	// KeyFile is the leaf's private key (PKCS #1, PKCS #8 or SEC 1).
+	// Required.
+	KeyFile string `yaml:"key_file"`
 }
 
 // ClientAuth is server.tls.client_auth.
@@ -67,3 +78,11 @@ type HTTP2 struct {
 // DefaultMaxConcurrentStreams is server.http2.max_concurrent_streams's
 // default.
 const DefaultMaxConcurrentStreams = 100
+
+// Other defaults and bounds of server.tls and server.http2.
+const (
+	// DefaultTLSMinVersion is server.tls.min_version's default.
+	DefaultTLSMinVersion = "1.2"
+	// MaxHTTP2Streams bounds server.http2.max_concurrent_streams.
+	MaxHTTP2Streams = 1 << 16
+)

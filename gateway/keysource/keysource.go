@@ -3,7 +3,9 @@
 // spec: "header:NAME", "query:NAME", "ip", "route", "path" and
 // "const:TEXT", which httplimit reads itself ([httplimit.ParseKey]), and
 // sources that need more than httplimit knows, registered here by kind and
-// built on [httplimit.FuncKeyPart]. "cookie:NAME" is one (cookie.go).
+// built on [httplimit.FuncKeyPart]: "cookie:NAME" (cookie.go) and
+// "client_cert:FIELD", the verified TLS client certificate's subject or
+// common name (tlscert.go).
 //
 // A source that needs another library (a token's claims, say) lives in a
 // package of its own that registers it from an init function; the
@@ -56,8 +58,8 @@ func builtins() (map[string]*source, []*source) {
 // Register adds the source written form: a lowercase kind, followed by
 // ":" and a placeholder for its argument if it takes one, such as
 // "cookie:NAME". Specs of that kind are then parsed by p. It panics if the
-// kind is already registered or is not lowercase letters, digits and '-'
-// starting with a letter: a programming error, found at init.
+// kind is already registered or is not lowercase letters, digits, '-' and
+// '_' starting with a letter: a programming error, found at init.
 func Register(form string, p Parser) {
 	if p == nil {
 		panic("keysource: Register " + form + " with a nil Parser")
@@ -77,7 +79,7 @@ func Register(form string, p Parser) {
 func add(form string, parse func(spec, arg string) (httplimit.KeyPart, error)) {
 	kind, _, hasArg := strings.Cut(form, ":")
 	if !validKind(kind) {
-		panic(fmt.Sprintf("keysource: kind %q of %q is not lowercase letters, digits and '-' starting with a letter", kind, form))
+		panic(fmt.Sprintf("keysource: kind %q of %q is not lowercase letters, digits, '-' and '_' starting with a letter", kind, form))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -94,7 +96,7 @@ func validKind(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		if c := k[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+		if c := k[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
 			return false
 		}
 	}
@@ -102,7 +104,8 @@ func validKind(k string) bool {
 }
 
 // Forms returns the syntax of every registered spec, for messages:
-// "header:NAME | query:NAME | ip | route | path | const:TEXT | cookie:NAME".
+// "header:NAME | query:NAME | ip | route | path | const:TEXT | cookie:NAME |
+// client_cert:FIELD".
 func Forms() string {
 	mu.RLock()
 	defer mu.RUnlock()

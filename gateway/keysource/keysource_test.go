@@ -13,8 +13,8 @@ import (
 const builtinForms = "header:NAME | query:NAME | ip | route | path | const:TEXT"
 
 // allForms is every form registered in this test binary: httplimit's,
-// cookie.go's and this file's test-tenant.
-const allForms = builtinForms + " | cookie:NAME | test-tenant:ID"
+// cookie.go's, tlscert.go's and this file's test-tenant.
+const allForms = builtinForms + " | cookie:NAME | client_cert:FIELD | test-tenant:ID"
 
 // test-tenant is a registered kind whose value is the header
 // X-Tenant-<ID>; "test-tenant:bad" makes its Parser return an invalid part.
@@ -169,7 +169,7 @@ func TestRegister(t *testing.T) {
 	if Forms() != allForms {
 		t.Errorf("Forms = %q, want %q", Forms(), allForms)
 	}
-	for _, form := range []string{"test-tenant:X", "ip", "cookie:N", "Upper:X", "9lives", "", "a_b"} {
+	for _, form := range []string{"test-tenant:X", "ip", "cookie:N", "Upper:X", "9lives", "", "_ab", "a.b", "client_cert:X"} {
 		func() {
 			defer func() {
 				if recover() == nil {

@@ -72,6 +72,9 @@ var allowed = map[string][]string{
 	"gateway/config/scgimport": {"httplimit", "github.com/goccy/go-yaml"},
 	// reload.watch: the one package that imports fsnotify.
 	"gateway/internal/watch": {"github.com/fsnotify/fsnotify"},
+	// The HTTPS listener's certificate store: server.tls's files, loaded
+	// and watched.
+	"gateway/internal/tlsconf": {"gateway/config", "gateway/internal/watch"},
 	// The in-process CLI for programs outside the gateway module (bench).
 	"gateway/command":    {"gateway/internal/cli"},
 	"gateway/cmd/sluice": {"gateway/internal/cli"},

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"crypto/x509/pkix"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-gw/sluice/internal/testcert"
 )
 
 // TestREADMEConfigReference keeps the README's configuration reference a
@@ -29,7 +32,15 @@ func TestREADMEConfigReference(t *testing.T) {
 	if !ok {
 		t.Fatal("unterminated yaml block in the configuration reference")
 	}
-	file := filepath.Join(t.TempDir(), "reference.yaml")
+	dir := t.TempDir()
+	// The files server.tls names, relative to the file's directory.
+	if err := os.Mkdir(filepath.Join(dir, "tls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca := testcert.NewCA(t, "reference CA")
+	ca.WriteCert(t, filepath.Join(dir, "tls", "ca.pem"))
+	ca.Issue(t, pkix.Name{CommonName: "localhost"}, "localhost").Write(t, filepath.Join(dir, "tls", "cert.pem"), filepath.Join(dir, "tls", "key.pem"))
+	file := filepath.Join(dir, "reference.yaml")
 	if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
