@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-gw/sluice/gateway/fastengine"
 	"github.com/sluice-gw/sluice/gateway/httpengine"
 	"github.com/sluice-gw/sluice/gateway/internal/connlimit"
+	"github.com/sluice-gw/sluice/gateway/internal/tlsconf"
 	"github.com/sluice-gw/sluice/gateway/rls"
 )
 
@@ -53,8 +54,10 @@ type Server struct {
 	// (server.http2.h2c); certs holds the certificates it offers.
 	web     *httpengine.Server
 	tlsLn   net.Listener
-	certs   *tlsStore
+	certs   *tlsconf.Store
 	adminLn net.Listener
+	// watchStop ends the certificate files' watch.
+	watchStop context.CancelFunc
 	// rls and rlsLn serve the rate limit service (rls section), if any.
 	rls     *rls.Server
 	rlsLn   net.Listener
@@ -77,7 +80,7 @@ func NewServer(g *Gateway, log *slog.Logger) (*Server, error) {
 	wo := httpengine.ServerOptions{Log: log, Metrics: g.metrics, Panics: g.panics, Conns: s.public.Conns()}
 	if tc := g.cfg.Server.TLS; tc != nil {
 		var err error
-		if s.certs, err = newTLSStore(tc, log); err != nil {
+		if s.certs, err = tlsconf.New(tc, log); err != nil {
 			return nil, fmt.Errorf("gateway: server.tls: %w", err)
 		}
 		wo.TLS = s.certs.TLSConfig()
@@ -131,7 +134,9 @@ func (s *Server) Start() error {
 	if s.tlsLn != nil {
 		go s.servePublic(func() error { return s.web.ServeTLS(s.tlsLn) })
 		if s.certs != nil {
-			go s.certs.Watch(s.stop)
+			ctx, cancel := context.WithCancel(context.Background())
+			s.watchStop = cancel
+			go s.certs.Watch(ctx)
 		}
 	}
 	go s.serve(s.admin, s.adminLn)
@@ -302,6 +307,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.admin.Close()
 	}
 	s.once.Do(func() { close(s.stop) })
+	if s.watchStop != nil {
+		s.watchStop()
+	}
 	s.retired.Wait()
 	if cerr := s.cur.Load().Close(); cerr != nil {
 		s.log.Warn("closing the store", "error", cerr)

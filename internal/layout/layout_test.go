@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	// gateway composes a configuration's parts (store, core, engine,
 	// admin, rls) and runs the listeners; it imports no engine library.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "gateway/metrics", "gateway/config",
-		"gateway/admin", "gateway/core", "gateway/fastengine", "gateway/httpengine", "gateway/internal/connlimit", "gateway/rls",
+		"gateway/admin", "gateway/core", "gateway/fastengine", "gateway/httpengine", "gateway/internal/connlimit", "gateway/internal/tlsconf", "gateway/rls",
 		"gateway/internal/tracing", "github.com/prometheus/"},
 	// The decision core: engine-neutral (TestCoreImports).
 	"gateway/core": {"ratelimit", "store/fallback", "httplimit", "gateway/metrics", "gateway/config", "gateway/admin",
