@@ -426,10 +426,12 @@ func tlsRows(t *testing.T, report string) map[string]map[string]string {
 }
 
 // quickRunTLS runs names once for a second, after a second of warm-up, at
-// low concurrency, and checks that the TLS table has a row per cell over
+// low concurrency (extra flags come last and may change any of that), and
+// checks that the TLS table has a row per cell over
 // its protocol with requests per second and CPU per request above zero,
 // no errors, and ratios to nginx and to the Go floor (1.00× for the cells
-// compared with themselves, n/a when the peer did not run).
+// compared with themselves, n/a when the peer did not run), and that no
+// server accepted a TLS 1.2 client.
 func quickRunTLS(t *testing.T, names []string, extra ...string) {
 	out := filepath.Join(t.TempDir(), "report.md")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -495,11 +497,7 @@ func quickRunTLS(t *testing.T, names []string, extra ...string) {
 	_, tls12, _ := strings.Cut(report, "these servers accepted a TLS 1.2 client")
 	tls12, _, _ = strings.Cut(tls12, "\n")
 	for _, name := range names {
-		accepts := strings.Contains(tls12, "`"+name+"`")
-		switch {
-		case accepts && tls12Pending[name] != "":
-			t.Logf("%s: its server accepts TLS 1.2 clients: %s", name, tls12Pending[name])
-		case accepts:
+		if strings.Contains(tls12, "`"+name+"`") {
 			t.Errorf("%s: its server accepts TLS 1.2 clients; every TLS cell serves TLS 1.3 only", name)
 		}
 	}
@@ -507,16 +505,6 @@ func quickRunTLS(t *testing.T, names []string, extra ...string) {
 		t.Logf("report:\n%s\nstderr:\n%s", report, stderr.String())
 	}
 }
-
-// tls12Pending names the TLS cells whose server accepts TLS 1.2 clients
-// although their config says TLS 1.3 only, and what is missing.
-var tls12Pending = map[string]string{
-	"sluice-h2":     sluiceMinVersionMissing,
-	"sluice-https1": sluiceMinVersionMissing,
-}
-
-// sluiceMinVersionMissing says why sluice's TLS cells accept TLS 1.2.
-const sluiceMinVersionMissing = "sluice does not apply server.tls.min_version yet (its provisional certificate store always allows TLS 1.2)"
 
 // TestQuickRunTLS runs every TLS cell (the Go floor, nginx and sluice,
 // over HTTP/2 and HTTPS/1.1) through quickRunTLS.
