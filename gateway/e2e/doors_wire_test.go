@@ -103,6 +103,15 @@ const (
 	http1Framing = "HTTP/1.1 message syntax (request line, header lines, body framing) that HTTP/2 frames do not carry"
 )
 
+// goRefusesHead: over HTTPS/1.1, Go's server refuses a head it cannot
+// parse itself, before any handler: the same status, in text/plain.
+var goRefusesHead = doorDiff{
+	why: "Go's net/http server refuses this head itself, before any handler, in text/plain",
+	set: func(r *doorRow) {
+		r.header = map[string]string{"Content-Type": "~text/plain", "X-RateLimit-Remaining": absent}
+	},
+}
+
 // refusalEndsTheStream: over HTTP/2 an answer before the body ends the
 // request's stream, not the connection: the body the client may still be
 // sending is refused on that stream alone, and other streams go on.
@@ -160,6 +169,7 @@ func TestDoorWire(t *testing.T) {
 	rows = append(rows, failureRows()...)
 	rows = append(rows, http10UpstreamRows()...)
 	rows = append(rows, sizeRows()...)
+	rows = append(rows, framingRows()...)
 	runDoorRows(t, wireConfig(up.URL, refusedURL(t)), up, 9, rows)
 }
 
@@ -462,6 +472,98 @@ func sizeRows() []doorRow {
 			header:   quota,
 			upstream: 1,
 			upSees:   []string{"X-Big: aaaa"},
+		},
+	}
+}
+
+// framingRows: requests that try to make the gateway and the upstream
+// disagree on where a request ends (TestHostileSmuggling has more) are
+// refused before any limit, or read one way only: what follows a request
+// is never read as another one, and the upstream gets one request each
+// way. They are HTTP/1.1's syntax; over HTTPS/1.1 Go's server parses them,
+// and refuses what it refuses itself, in text/plain.
+func framingRows() []doorRow {
+	const smuggled = "GET /api/smuggled HTTP/1.1\r\nHost: x\r\nX-User-Id: fr\r\n\r\n"
+	hidden := "GET /api/hidden HTTP/1.1\r\nHost: x\r\n\r\n"
+	refused := map[string]string{"Content-Type": "application/problem+json", "X-RateLimit-Remaining": absent}
+	row := func(name, raw string, status int) doorRow {
+		r := doorRow{
+			name:      "framing/" + name,
+			protocols: http1Only,
+			excluded:  withoutHTTP2(http1Framing),
+			send:      []string{raw},
+			status:    []int{status},
+			closes:    true,
+			upstream:  0,
+			upNot:     []string{"smuggled"},
+		}
+		if status >= 400 {
+			r.header = refused
+			r.differs = map[string]doorDiff{protoHTTPS: goRefusesHead}
+		} else {
+			r.header = quota
+			r.upstream = 1
+			r.upSees = []string{"POST /api/a HTTP/1.1\r\n"}
+		}
+		return r
+	}
+	// Go's server reads a request with both Content-Length and
+	// Transfer-Encoding by Transfer-Encoding but keeps the connection, and
+	// drops Content-Length before any handler could tell: the bytes after
+	// it are read by the gateway as a request of its own, decided and
+	// forwarded as one (the gateway and the upstream still agree on where
+	// each request ends).
+	keptAfterCLTE := doorDiff{
+		why: "Go's net/http server keeps the connection after a request with Content-Length and Transfer-Encoding, and hides the Content-Length from the handler",
+		set: func(r *doorRow) {
+			r.closes = false
+			r.upstream = 2
+			r.upSees = []string{"POST /api/a HTTP/1.1\r\n", "GET /api/smuggled HTTP/1.1\r\n"}
+			r.upNot = nil
+		},
+	}
+	clte := row("Content-Length and Transfer-Encoding: chunked wins and the connection closes after the answer",
+		"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-1\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+smuggled, 200)
+	tecl := row("Transfer-Encoding and a Content-Length covering a second request",
+		"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-2\r\nTransfer-Encoding: chunked\r\nContent-Length: 58\r\n\r\n0\r\n\r\n"+smuggled, 200)
+	clte.differs = map[string]doorDiff{protoHTTPS: keptAfterCLTE}
+	tecl.differs = map[string]doorDiff{protoHTTPS: keptAfterCLTE}
+	return []doorRow{
+		clte,
+		tecl,
+		row("two Content-Length values are 400",
+			"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-3\r\nContent-Length: 5\r\nContent-Length: 58\r\n\r\nhello"+smuggled, 400),
+		row("Content-Length -1 is 400",
+			"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-4\r\nContent-Length: -1\r\n\r\n"+smuggled, 400),
+		row("Transfer-Encoding chunked twice is 501",
+			"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-5\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+smuggled, 501),
+		row("Transfer-Encoding identity is 501",
+			"POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-6\r\nTransfer-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello", 501),
+		row("a NUL in a header value is 400",
+			"GET /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-7\x00b\r\n\r\n", 400),
+		row("a CR alone in a header value is 400",
+			"GET /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-8\r"+smuggled, 400),
+		{
+			name:      "framing/an obs-fold line continues the field before it",
+			protocols: http1Only,
+			excluded:  withoutHTTP2(http1Framing),
+			send:      []string{"GET /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-9\r\nX-Folded: a\r\n b\r\nContent-Length: 0\r\n\r\n"},
+			status:    []int{200},
+			header:    quota,
+			keeps:     true,
+			upstream:  1,
+			upSees:    []string{"X-Folded: a b\r\n"},
+		},
+		{
+			name:      "framing/a request in a body is the body",
+			protocols: http1Only,
+			excluded:  withoutHTTP2(http1Framing),
+			send:      []string{fmt.Sprintf("POST /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: fr-10\r\nContent-Length: %d\r\n\r\n%s", len(hidden), hidden)},
+			status:    []int{200},
+			header:    quota,
+			keeps:     true,
+			upstream:  1,
+			upSees:    []string{"\r\n\r\n" + hidden},
 		},
 	}
 }
