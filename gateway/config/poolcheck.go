@@ -24,6 +24,8 @@ const (
 	DefaultUnhealthyThreshold = 3
 	// MaxPoolRetries bounds pool.retries.
 	MaxPoolRetries = 5
+	// MaxPoolTargets bounds a pool's targets.
+	MaxPoolTargets = 64
 )
 
 // balances are pool.balance's allowed values.
@@ -129,6 +131,9 @@ func (v *validator) pool(p string, pl *Pool) {
 	pp := p + ".pool"
 	if len(pl.Targets) == 0 && !v.bad[pp+".targets"] {
 		v.errf(pp+".targets", "at least one target is required (upstream URLs, e.g. [http://10.0.0.1:8080, http://10.0.0.2:8080])")
+	}
+	if len(pl.Targets) > MaxPoolTargets {
+		v.errf(pp+".targets", "at most %d targets, got %d", MaxPoolTargets, len(pl.Targets))
 	}
 	firstScheme := ""
 	seen := map[string]int{}
