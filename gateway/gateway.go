@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/fastengine"
 	"github.com/sluice-gw/sluice/gateway/httpengine"
+	"github.com/sluice-gw/sluice/gateway/internal/healthcheck"
 	"github.com/sluice-gw/sluice/gateway/internal/tracing"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/gateway/rls"
@@ -105,6 +106,9 @@ type Gateway struct {
 	closed   atomic.Bool
 	// panics records the panics recovered while serving requests.
 	panics *core.Panics
+	// health probes the targets of the pools with a health_check until
+	// Close.
+	health *healthcheck.Checker
 }
 
 // New turns a valid, defaulted configuration (as config.Load returns it) into
@@ -182,6 +186,7 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		g.logins = admin.NewLogins(deps.Clock)
 	}
 	g.admin = g.adminHandler()
+	g.health = healthcheck.Start(healthcheck.Pools(g.table, cfg, nil), g.log)
 	return g, nil
 }
 
@@ -256,6 +261,7 @@ func (g *Gateway) Close() error {
 	if g.closed.Swap(true) {
 		return nil
 	}
+	g.health.Stop()
 	g.engine.Close()
 	g.web.Close()
 	closeTracer(g.tracer, g.ownTracer, g.log)
