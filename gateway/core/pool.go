@@ -92,6 +92,7 @@ type Target struct {
 	index    int
 	id       uint64 // the hash of its URL, for hash balancing
 	inflight atomic.Int64
+	requests atomic.Uint64 // counted for a pool section's targets only
 	// fails counts connection failures in a row; ejectedUntil is, as the
 	// pool's now gives it, when a passive ejection ends (0: none).
 	fails        atomic.Int32
@@ -124,12 +125,20 @@ func (t *Target) Up() bool {
 func (t *Target) InFlight() int64 { return t.inflight.Load() }
 
 // Acquire records a request (or a retry) started on the target: one more
-// in flight, counted in sluice_upstream_target_requests_total. Release
-// ends it.
+// in flight, counted in sluice_upstream_target_requests_total for the
+// targets of a route's pool section. Release ends it.
 func (t *Target) Acquire() {
 	t.inflight.Add(1)
-	t.series.Request()
+	if t.series != nil {
+		t.requests.Add(1)
+		t.series.Request()
+	}
 }
+
+// Requests returns the requests Acquire counted on the target (those of a
+// route's pool section; a single upstream's are not counted, as
+// sluice_requests_total counts them).
+func (t *Target) Requests() uint64 { return t.requests.Load() }
 
 // Release records the end of a request Acquire started, with its outcome.
 func (t *Target) Release(o TargetOutcome) {
