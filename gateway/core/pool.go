@@ -151,12 +151,14 @@ func (t *Target) Release(o TargetOutcome) {
 		}
 	case o == TargetConnFailed && p.failures > 0:
 		now := p.clock()
-		if t.ejected(now) {
+		until := t.ejectedUntil.Load()
+		if int64(now) < until {
 			return // already out: a request started before the ejection
 		}
-		if t.fails.Add(1) >= p.failures {
+		// Of the failures that reach the count together, the one that
+		// swaps ejectedUntil ejects the target, once.
+		if t.fails.Add(1) >= p.failures && t.ejectedUntil.CompareAndSwap(until, int64(now+p.ejectFor)) {
 			t.fails.Store(0)
-			t.ejectedUntil.Store(int64(now + p.ejectFor))
 			t.series.Ejected(metrics.EjectPassive)
 		}
 	}

@@ -503,3 +503,44 @@ func wantMetrics(t *testing.T, reg *prometheus.Registry, want string) {
 		}
 	}
 }
+
+// TestPoolConcurrent: picks, outcomes, probes and latency comparisons run
+// together (go test -race), and concurrent failures eject a target once.
+func TestPoolConcurrent(t *testing.T) {
+	cfg := decideConfig(poolRoute("p", config.Pool{Targets: targetsN(4), Balance: config.BalanceLeastConn,
+		Passive: config.PassiveHealth{Failures: new(1), EjectFor: time.Hour}, HealthCheck: &config.HealthCheck{Path: "/h"}}))
+	cfg.Shedding = &config.Shedding{MaxInFlight: 1000, LatencyThreshold: time.Second}
+	tab, reg, _ := poolTable(t, cfg)
+	p := poolOf(t, tab, "p")
+	done := make(chan struct{})
+	for w := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 500 {
+				tg := p.Pick(nil, 0)
+				tg.Acquire()
+				tg.Latency.Observe(uint64(w+1), time.Millisecond)
+				if tg.Index() == 3 {
+					tg.Release(TargetConnFailed)
+				} else {
+					tg.Release(TargetOK)
+				}
+				if i%50 == 0 {
+					p.SetProbe(i%3, true)
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	for _, tg := range p.Targets() {
+		if tg.InFlight() != 0 {
+			t.Errorf("target %d: %d in flight after every request ended", tg.Index(), tg.InFlight())
+		}
+	}
+	wantMetrics(t, reg, `
+sluice_upstream_target_ejections_total{reason="passive",route="p",target="http://10.0.0.4:8080"} 1
+sluice_upstream_target_up{route="p",target="http://10.0.0.4:8080"} 0
+`)
+}

@@ -225,10 +225,12 @@ func TestStartStop(t *testing.T) {
 	}
 	c.Stop()
 	c.Stop() // idempotent
+	// A probe cut short by Stop may still reach its server; a running
+	// checker would probe each target 10 times in 200ms.
 	n := bad.count.Load() + good.count.Load()
-	time.Sleep(60 * time.Millisecond)
-	if m := bad.count.Load() + good.count.Load(); m != n {
-		t.Errorf("%d probes after Stop returned, want none", m-n)
+	time.Sleep(200 * time.Millisecond)
+	if m := bad.count.Load() + good.count.Load(); m-n > 2 {
+		t.Errorf("%d probes after Stop returned, want at most one per target cut short", m-n)
 	}
 }
 
