@@ -34,7 +34,7 @@ func targetsN(n int) []string {
 // poolTable builds cfg (defaulted, validated) and returns its table, the
 // registry its metrics are on, and a fake clock every pool and latency
 // signal of the table reads.
-func poolTable(t *testing.T, cfg *config.Config) (*Table, *prometheus.Registry, *time.Duration) {
+func poolTable(t testing.TB, cfg *config.Config) (*Table, *prometheus.Registry, *time.Duration) {
 	t.Helper()
 	config.ApplyDefaults(cfg)
 	if err := cfg.Validate(); err != nil {
@@ -543,4 +543,28 @@ func TestPoolConcurrent(t *testing.T) {
 sluice_upstream_target_ejections_total{reason="passive",route="p",target="http://10.0.0.4:8080"} 1
 sluice_upstream_target_up{route="p",target="http://10.0.0.4:8080"} 0
 `)
+}
+
+// BenchmarkPoolPick: a single upstream's Pick is the hot path of every
+// proxied request.
+func BenchmarkPoolPick(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		cfg  *config.Config
+	}{
+		{"upstream", decideConfig(proxyRoute("p", config.Match{Path: "/p/**"}, "http://127.0.0.1:8081"))},
+		{"round_robin_4", decideConfig(poolRoute("p", config.Pool{Targets: targetsN(4)}))},
+		{"least_conn_4", decideConfig(poolRoute("p", config.Pool{Targets: targetsN(4), Balance: config.BalanceLeastConn}))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tab, _, _ := poolTable(b, bc.cfg)
+			p := tab.Routes()[0].Upstream().Pool
+			b.ReportAllocs()
+			for b.Loop() {
+				tg := p.Pick(nil, 0)
+				tg.Acquire()
+				tg.Release(TargetOK)
+			}
+		})
+	}
 }
