@@ -14,8 +14,8 @@ import (
 )
 
 // Upstream pools (docs/operations.md, "Upstream pools"). Every proxy
-// route forwards through a Pool: a route's `pool` is one of its targets,
-// its `upstream` a pool of one target, which is never retried, ejected or
+// route forwards through a Pool: the targets of its `pool` section, or its
+// `upstream` as a pool of one target, which is never retried, ejected or
 // probed and whose Pick returns it at once.
 //
 // A target is in rotation unless one of these holds:
@@ -31,7 +31,9 @@ import (
 //
 // Panic mode: when no target is in rotation, a request is balanced over
 // all of them, as if each were, so that a wrong health check or a fleet
-// briefly refusing connections does not take the route down.
+// briefly refusing connections does not take the route down. Likewise a
+// retry goes to a target out of rotation once it has tried every target
+// in rotation: Pick returns nil only when every target was tried.
 
 // maxPoolTargets bounds a pool's targets (config.MaxPoolTargets): Pick's
 // tried set is one bit per target.
@@ -110,8 +112,9 @@ type Target struct {
 // Index returns the target's position in its pool (Pool.Targets).
 func (t *Target) Index() int { return t.index }
 
-// Up reports whether the target is in rotation (see the package's pools
-// comment); a target out of rotation may still be picked in panic mode.
+// Up reports whether the target is in rotation (see the comment at the
+// top of pool.go); a target out of rotation may still be picked in panic
+// mode.
 func (t *Target) Up() bool {
 	p := t.pool
 	now := p.clock()
