@@ -44,6 +44,13 @@ func TestPoolHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	// Built, the gateway probes nothing; a Server starts its probes.
+	time.Sleep(100 * time.Millisecond)
+	if n := badProbes.Load() + goodProbes.Load(); n != 0 {
+		t.Fatalf("%d probes from a gateway no Server serves, want none", n)
+	}
+	cfg.Server.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
+	srv := startServer(t, g)
 	targets := g.table.Routes()[0].Upstream().Pool.Targets()
 	deadline := time.Now().Add(10 * time.Second)
 	for targets[0].Up() {
@@ -79,9 +86,25 @@ func TestPoolHealthChecks(t *testing.T) {
 		}
 	}
 
+	// A gateway a reload swaps in probes its own pools.
+	g2, err := New(cfg, Deps{Registry: g.Registry(), Previous: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
+	srv.Swap(g2)
+	deadline = time.Now().Add(10 * time.Second)
+	for g2.table.Routes()[0].Upstream().Pool.Targets()[0].Up() {
+		if time.Now().After(deadline) {
+			t.Fatal("the swapped-in gateway's failing target is still in rotation after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
 	// A probe cut short by Close may still reach its server; a running
 	// checker would probe each target 10 times in 200ms.
 	g.Close()
+	g2.Close()
 	n := badProbes.Load() + goodProbes.Load()
 	time.Sleep(200 * time.Millisecond)
 	if m := badProbes.Load() + goodProbes.Load(); m-n > 2 {
