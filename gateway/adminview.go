@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		Clock:       g.clock,
 		Reload:      g.reload,
 	}
+	o.Pools = poolsView(g.table, g.cfg)
 	if !g.cfg.Server.AccessLog.RawKeys {
 		o.ShowKey = core.HashKey
 	}
@@ -81,6 +83,9 @@ func configSummary(cfg *config.Config, rs *rls.Service) admin.ConfigSummary {
 	cs := admin.ConfigSummary{Summary: summary, Effective: cfg.Effective()}
 	for _, rc := range cfg.Routes {
 		r := admin.RouteConfig{ID: rc.ID, Path: rc.Match.Path, Target: config.RedactAddress(rc.Upstream)}
+		if rc.Pool != nil {
+			r.Target = fmt.Sprintf("pool of %d (%s)", len(rc.Pool.Targets), rc.Pool.Balance)
+		}
 		if rc.Respond != nil {
 			r.Target = "respond " + http.StatusText(rc.Respond.Status)
 		}
@@ -101,6 +106,35 @@ func configSummary(cfg *config.Config, rs *rls.Service) admin.ConfigSummary {
 		cs.Routes = append(cs.Routes, r)
 	}
 	return cs
+}
+
+// poolsView returns the dashboard's view of table's pool routes (those
+// with a pool section), nil when it has none.
+func poolsView(table *core.Table, cfg *config.Config) func() []admin.PoolView {
+	type poolRoute struct {
+		id   string
+		pool *core.Pool
+	}
+	var pools []poolRoute
+	for i, rt := range table.Routes() {
+		if up := rt.Upstream(); up != nil && cfg.Routes[i].Pool != nil {
+			pools = append(pools, poolRoute{rt.ID(), up.Pool})
+		}
+	}
+	if len(pools) == 0 {
+		return nil
+	}
+	return func() []admin.PoolView {
+		out := make([]admin.PoolView, 0, len(pools))
+		for _, p := range pools {
+			v := admin.PoolView{Route: p.id}
+			for _, t := range p.pool.Targets() {
+				v.Targets = append(v.Targets, admin.TargetView{Target: t.URL.String(), Up: t.Up(), InFlight: t.InFlight(), Requests: t.Requests()})
+			}
+			out = append(out, v)
+		}
+		return out
+	}
 }
 
 // keyText shows a key as the configuration writes it: the part alone, or a

@@ -105,12 +105,17 @@ type Gateway struct {
 	closed   atomic.Bool
 	// panics records the panics recovered while serving requests.
 	panics *core.Panics
+	// health probes the targets of the pools with a health_check, from
+	// when a Server serves the gateway until Close.
+	health *healthChecks
 }
 
 // New turns a valid, defaulted configuration (as config.Load returns it) into
 // a Gateway. It returns an error when a part cannot be built, for example a
 // limit the middleware rejects or a store that cannot be configured; it
-// never connects to the store or to an upstream.
+// never connects to the store or to an upstream. The health checks of its
+// pools (pool.health_check) start when a Server starts with it or swaps it
+// in, and stop on Close.
 func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 	if cfg == nil {
 		return nil, errors.New("gateway: nil config")
@@ -182,6 +187,7 @@ func New(cfg *config.Config, deps Deps) (*Gateway, error) {
 		g.logins = admin.NewLogins(deps.Clock)
 	}
 	g.admin = g.adminHandler()
+	g.health = newHealthChecks(g.table, cfg, g.log)
 	return g, nil
 }
 
@@ -249,13 +255,14 @@ var errStoreDown = errors.New("gateway: store unavailable")
 // readyPolicy is the policy of /readyz's probe, which reads and never writes.
 var readyPolicy = ratelimit.MustPolicy(ratelimit.PolicyConfig{Name: "readyz", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: time.Second})
 
-// Close releases the gateway's store (closing it unless a newer gateway
-// shares it). Call it once no request is being served by the gateway;
+// Close stops the health checks of its pools and releases the gateway's
+// store (closing it unless a newer gateway shares it). Call it once no request is being served by the gateway;
 // Server does so after a reload. Close is idempotent.
 func (g *Gateway) Close() error {
 	if g.closed.Swap(true) {
 		return nil
 	}
+	g.health.stop()
 	g.engine.Close()
 	g.web.Close()
 	closeTracer(g.tracer, g.ownTracer, g.log)

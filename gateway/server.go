@@ -143,6 +143,7 @@ func (s *Server) Start() error {
 	// Start following the shared overrides table now rather than on the
 	// first request (its first read waits for the store).
 	go s.cur.Load().store.overrides.ensureStarted()
+	s.cur.Load().health.start()
 	attrs := []any{"public", s.pubLn.Addr().String(), "admin", s.adminLn.Addr().String()}
 	if s.tlsLn != nil {
 		attrs = append(attrs, "https", s.tlsLn.Addr().String())
@@ -229,6 +230,7 @@ func (s *Server) Swap(g *Gateway) {
 		return
 	}
 	go g.store.overrides.ensureStarted()
+	g.health.start()
 	oc, nc := old.cfg, g.cfg
 	if oc.Server.Listen != nc.Server.Listen || oc.Admin.Listen != nc.Admin.Listen {
 		s.log.Warn("listen addresses changed; restart sluice to apply", "server.listen", nc.Server.Listen, "admin.listen", nc.Admin.Listen)

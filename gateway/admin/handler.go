@@ -78,6 +78,9 @@ type Options struct {
 	PolicyNames []string
 	// Config is the configuration as the dashboard shows it.
 	Config ConfigSummary
+	// Pools returns the pool routes' targets now, for the dashboard; nil
+	// shows none.
+	Pools func() []PoolView
 	// ShowKey returns a key as the dashboard may show it (hashed, when
 	// server.access_log.raw_keys is off); nil shows keys as they are.
 	ShowKey func(parts []string) string

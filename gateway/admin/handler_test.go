@@ -78,3 +78,36 @@ func TestHandlerAsksTheGateway(t *testing.T) {
 		t.Errorf("/admin/v1/stats without a configured token = %d, want 404", code)
 	}
 }
+
+// TestStatsPools: the stats carry Options.Pools' answer, asked at each
+// request.
+func TestStatsPools(t *testing.T) {
+	g := &fakeGateway{status: StoreView{Type: "memory"}}
+	up := true
+	o := Options{Token: "tok", Logins: NewLogins(nil), Stats: NewStats([]string{"fleet"}), Routes: []Route{{ID: "fleet"}},
+		Pools: func() []PoolView {
+			return []PoolView{{Route: "fleet", Targets: []TargetView{
+				{Target: "http://10.0.0.1:8080", Up: up, InFlight: 2, Requests: 7},
+				{Target: "http://10.0.0.2:8080", Up: false, Requests: 3},
+			}}}
+		}}
+	h := New(g, o)
+	for _, want := range []bool{true, false} {
+		up = want
+		code, body := serve(t, h, "/admin/v1/stats", "tok")
+		if code != 200 {
+			t.Fatalf("/admin/v1/stats = %d %s", code, body)
+		}
+		var v StatsView
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatal(err)
+		}
+		wantPools := []PoolView{{Route: "fleet", Targets: []TargetView{
+			{Target: "http://10.0.0.1:8080", Up: want, InFlight: 2, Requests: 7},
+			{Target: "http://10.0.0.2:8080", Up: false, Requests: 3},
+		}}}
+		if diff := cmp.Diff(wantPools, v.Pools); diff != "" {
+			t.Errorf("stats' pools (-want +got):\n%s", diff)
+		}
+	}
+}

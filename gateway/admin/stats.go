@@ -100,6 +100,26 @@ type StatsView struct {
 	Store      StoreView     `json:"store"`
 	Overrides  []Override    `json:"overrides"`
 	Config     ConfigSummary `json:"config"`
+	// Pools are the routes with a pool section and their targets now.
+	Pools []PoolView `json:"pools"`
+}
+
+// PoolView is one pool route's targets as the dashboard shows them.
+type PoolView struct {
+	Route   string       `json:"route"`
+	Targets []TargetView `json:"targets"`
+}
+
+// TargetView is one pool target now.
+type TargetView struct {
+	// Target is the target's URL.
+	Target string `json:"target"`
+	// Up: in rotation.
+	Up bool `json:"up"`
+	// InFlight is the requests on it now; Requests those sent to it since
+	// the configuration was loaded, retries included.
+	InFlight int64  `json:"in_flight"`
+	Requests uint64 `json:"requests"`
 }
 
 // RouteView is one route's counters.
@@ -175,5 +195,8 @@ func (h *handler) statsView(r *http.Request) StatsView {
 		v.Routes = append(v.Routes, RouteView{Route: rt.ID, Admitted: c.admitted.Load(), Denied: c.denied.Load(), ShadowDenied: c.shadowDenied.Load(), Shed: c.shed.Load()})
 	}
 	v.Store = h.g.StoreStatus(r.Context())
+	if h.o.Pools != nil {
+		v.Pools = h.o.Pools()
+	}
 	return v
 }

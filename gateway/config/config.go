@@ -348,11 +348,17 @@ type Route struct {
 	ID string `yaml:"id"`
 	// Match says which requests the route takes.
 	Match Match `yaml:"match"`
-	// Upstream is the URL requests are forwarded to: http or https, a host,
-	// optionally a port and a base path (the forwarded path is base +
-	// request path). No query or fragment. Exactly one of Upstream,
-	// Respond and ForwardAuth is required.
+	// Upstream is the URL requests are forwarded to: http or https
+	// (HTTP/1.1), h2c (HTTP/2 by prior knowledge) or h2 (HTTP/2 over TLS),
+	// a host, optionally a port and a base path (the forwarded path is
+	// base + request path). No query or fragment. Exactly one of
+	// Upstream, Pool, Respond and ForwardAuth is required.
 	Upstream string `yaml:"upstream"`
+	// Pool forwards to several targets instead of one; see [Pool].
+	Pool *Pool `yaml:"pool"`
+	// UpstreamTLS configures TLS to the upstream (https and h2 targets);
+	// see [UpstreamTLS].
+	UpstreamTLS *UpstreamTLS `yaml:"upstream_tls"`
 	// StripPrefix is the number of leading path segments removed before
 	// forwarding (stripping every segment leaves "/"). On a forward_auth
 	// route with from: request, the segments removed from the auth

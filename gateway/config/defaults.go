@@ -71,9 +71,10 @@ func ApplyDefaults(c *Config) {
 
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if r.Upstream != "" {
+		if r.Proxied() {
 			setDefault(&r.Timeout, DefaultRouteTimeout)
 		}
+		applyPoolDefaults(r.Pool)
 		if r.Respond != nil {
 			setDefault(&r.Respond.Status, DefaultRespondStatus)
 		}

@@ -120,7 +120,11 @@ func (w *yamlWriter) route(r Route) {
 			w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))
 		}
 	case r.Respond == nil:
-		w.kv(2, "upstream", quote(RedactAddress(r.Upstream)))
+		if r.Pool != nil {
+			w.poolEffective(r.Pool)
+		} else {
+			w.kv(2, "upstream", quote(RedactAddress(r.Upstream)))
+		}
 		w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))
 		w.kv(2, "timeout", duration(r.Timeout))
 		w.kv(2, "preserve_host", strconv.FormatBool(r.PreserveHost))

@@ -152,6 +152,9 @@ func (v *validator) explicitZeros(c *Config) {
 		if r.Respond != nil {
 			zero(p+".respond.status", r.Respond.Status == 0, "must be an HTTP status from 200 to 599, got 0")
 		}
+		if r.Pool != nil {
+			v.poolZeros(p, r.Pool, zero)
+		}
 		if r.ForwardAuth != nil {
 			zero(p+".forward_auth.deny_status", r.ForwardAuth.DenyStatus == 0, "must be 429, 403 or 401, got 0 (leave it out for 429)")
 		}
@@ -538,19 +541,7 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 	}
 	v.match(p+".match", &r.Match)
 
-	switch {
-	case r.Upstream == "" && r.Respond == nil && r.ForwardAuth == nil &&
-		!v.bad[p+".upstream"] && !v.bad[p+".respond"] && !v.bad[p+".forward_auth"]:
-		v.errf(p, "route %q needs an upstream URL, a respond answer or forward_auth", r.ID)
-	case r.Upstream != "" && r.Respond != nil:
-		v.errf(p+".respond", "route %q has both upstream and respond; give one", r.ID)
-	case r.ForwardAuth != nil && (r.Upstream != "" || r.Respond != nil):
-		other := "upstream"
-		if r.Respond != nil {
-			other = "respond"
-		}
-		v.errf(p+".forward_auth", "route %q has both %s and forward_auth; give one", r.ID, other)
-	}
+	v.answers(p, r)
 	if r.ForwardAuth != nil {
 		v.forwardAuth(p, r)
 	}
@@ -558,9 +549,12 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 		if err := checkUpstream(r.Upstream); err != nil {
 			v.errf(p+".upstream", "%v", err)
 		}
-		if r.Timeout < 0 || r.Timeout == 0 && v.given(p+".timeout", true) {
-			v.errf(p+".timeout", "must be a positive duration, got %v", r.Timeout)
-		}
+	}
+	if r.Pool != nil {
+		v.pool(p, r.Pool)
+	}
+	if r.Proxied() && (r.Timeout < 0 || r.Timeout == 0 && v.given(p+".timeout", true)) {
+		v.errf(p+".timeout", "must be a positive duration, got %v", r.Timeout)
 	}
 	if r.StripPrefix < 0 {
 		v.errf(p+".strip_prefix", "must be 0 or more path segments, got %d", r.StripPrefix)
@@ -574,6 +568,36 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 		if pol := compiled[r.Limits[j].Policy]; r.ForwardAuth != nil && pol != nil && pol.IsConcurrency() {
 			v.errf(fmt.Sprintf("%s.limits[%d].policy", p, j), "concurrency policy %q on a forward_auth route: sluice answers the auth request before the original request runs, so it cannot hold its slot until it ends", r.Limits[j].Policy)
 		}
+	}
+}
+
+// answers checks that route r at p has exactly one of upstream, pool,
+// respond and forward_auth.
+func (v *validator) answers(p string, r *Route) {
+	type answer struct {
+		name  string
+		given bool
+	}
+	all := []answer{
+		{"upstream", r.Upstream != ""}, {"pool", r.Pool != nil},
+		{"respond", r.Respond != nil}, {"forward_auth", r.ForwardAuth != nil},
+	}
+	var given []string
+	for _, a := range all {
+		if v.bad[p+"."+a.name] {
+			return // the decoder reported it
+		}
+		if a.given {
+			given = append(given, a.name)
+		}
+	}
+	switch len(given) {
+	case 0:
+		v.errf(p, "route %q needs an upstream URL, a pool, a respond answer or forward_auth", r.ID)
+	case 1:
+	default:
+		// Reported at the second, as the file reads.
+		v.errf(p+"."+given[1], "route %q has both %s and %s; give one", r.ID, given[0], given[1])
 	}
 }
 
@@ -609,7 +633,7 @@ func (v *validator) forwardAuth(p string, r *Route) {
 // with an upstream when r has none; strip_prefix among them when
 // stripPrefix is true.
 func (v *validator) upstreamOnly(p string, r *Route, stripPrefix bool) {
-	if r.Upstream != "" {
+	if r.Proxied() {
 		return
 	}
 	type upField struct {

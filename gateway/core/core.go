@@ -127,13 +127,18 @@ func (rt *Route) Middleware() *httplimit.Middleware { return rt.mw }
 
 // Upstream is where a proxy route forwards, and how.
 type Upstream struct {
+	// Target is the URL of the pool's first target (the route's upstream).
 	Target       *url.URL
 	StripPrefix  int
 	PreserveHost bool
 	Timeout      time.Duration
-	// Latency is the upstream's latency signal, which the proxy feeds;
-	// nil when load shedding does not read it.
+	// Latency is the latency signal of a pool of one target (a route's
+	// upstream), which the proxy feeds, as Pool.Targets()[0].Latency; nil
+	// when load shedding does not read it, and for a pool of several
+	// targets, whose proxy feeds each Target's.
 	Latency *LatencySignal
+	// Pool is the route's targets (one for a route's upstream); never nil.
+	Pool *Pool
 }
 
 // New compiles cfg's routes (a valid, defaulted configuration, as
@@ -174,7 +179,23 @@ func New(cfg *config.Config, o Options) (*Table, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	t.metrics.SetTargets(t.targetStates())
 	return t, nil
+}
+
+// targetStates lists the targets of the routes with a pool section, for
+// sluice_upstream_target_up.
+func (t *Table) targetStates() []metrics.TargetState {
+	var list []metrics.TargetState
+	for i, rt := range t.routes {
+		if rt.upstream == nil || t.cfg.Routes[i].Pool == nil {
+			continue
+		}
+		for _, tg := range rt.upstream.Pool.Targets() {
+			list = append(list, metrics.TargetState{Route: rt.id, Target: tg.URL.String(), Up: tg.Up})
+		}
+	}
+	return list
 }
 
 // Routes returns the compiled routes, in configuration order.
@@ -196,13 +217,14 @@ func (t *Table) buildRoute(rc *config.Route, o Options) (*Route, error) {
 	case rc.Respond != nil:
 		rt.fixed = newFixed(rc.Respond)
 	default:
-		target := rc.UpstreamURL()
-		if target == nil {
-			return nil, errors.New("upstream URL not parsed (config not validated)")
+		pool, err := t.newPool(rc)
+		if err != nil {
+			return nil, err
 		}
-		rt.upstream = &Upstream{Target: target, StripPrefix: rc.StripPrefix, PreserveHost: rc.PreserveHost, Timeout: rc.Timeout}
-		if s := t.cfg.Shedding; s != nil && s.LatencyThreshold > 0 {
-			rt.upstream.Latency = t.latencyOf(rc)
+		tg := pool.Targets()
+		rt.upstream = &Upstream{Target: tg[0].URL, StripPrefix: rc.StripPrefix, PreserveHost: rc.PreserveHost, Timeout: rc.Timeout, Pool: pool}
+		if len(tg) == 1 {
+			rt.upstream.Latency = tg[0].Latency
 		}
 	}
 	limits, err := t.limits(rc)
@@ -226,7 +248,7 @@ func (t *Table) buildRoute(rc *config.Route, o Options) (*Route, error) {
 		}
 		rt.limits = rt.mw.Limits()
 	}
-	if rt.shed, err = t.newRouteShed(rc, o.Leases); err != nil {
+	if rt.shed, err = t.newRouteShed(rc, o.Leases, rt.upstream); err != nil {
 		return nil, err
 	}
 	return rt, nil

@@ -3,12 +3,12 @@ package core
 import (
 	"hash/maphash"
 	"net/netip"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/httplimit"
 )
 
@@ -248,12 +248,8 @@ type latencies struct {
 	m  map[string]*LatencySignal
 }
 
-// latencyOf returns the signal of rc's upstream.
-func (t *Table) latencyOf(rc *config.Route) *LatencySignal {
-	u := rc.UpstreamURL()
-	if u == nil {
-		return nil
-	}
+// latencyOfURL returns the signal of the upstream (or pool target) u.
+func (t *Table) latencyOfURL(u *url.URL) *LatencySignal {
 	k := u.Scheme + "://" + u.Host
 	t.latency.mu.Lock()
 	defer t.latency.mu.Unlock()

@@ -18,7 +18,8 @@ import (
 // flight reach a priority's share, that priority is shed while the ones
 // with a larger share still pass: the budget above the low share is kept
 // for normal and up, and so on up to critical. With latency_threshold, a
-// request is also shed while its upstream's latency (latencySignal) is at
+// request is also shed while its upstream's latency (latencySignal; for a
+// pool, the lowest among its targets in rotation: Pool.shedSignal) is at
 // or above its priority's multiple of the threshold. A shed request is
 // answered 503 with Retry-After; it takes no lease and is not counted by
 // the limits.
@@ -48,7 +49,9 @@ type routeShed struct {
 	route, priority string
 	store           ratelimit.LeaseStore
 	policy          *ratelimit.Policy // the priority's share as a concurrency limit
-	latency         *LatencySignal    // the upstream's; nil for routes without one
+	// pool is the route's upstream pool, whose shedSignal is read; nil
+	// for routes without one.
+	pool *Pool
 	// slow is the upstream latency at or above which the route is shed;
 	// zero: never for latency.
 	slow    time.Duration
@@ -63,7 +66,7 @@ type routeShed struct {
 
 // newRouteShed builds route rc's shedding, or returns nil without a
 // shedding section and for a forward_auth route.
-func (t *Table) newRouteShed(rc *config.Route, leases ratelimit.LeaseStore) (*routeShed, error) {
+func (t *Table) newRouteShed(rc *config.Route, leases ratelimit.LeaseStore, up *Upstream) (*routeShed, error) {
 	s := t.cfg.Shedding
 	if s == nil || rc.ForwardAuth != nil {
 		// A forward_auth route answers before the request it describes
@@ -86,8 +89,8 @@ func (t *Table) newRouteShed(rc *config.Route, leases ratelimit.LeaseStore) (*ro
 	if st := t.stats; st != nil {
 		rs.onShed = st.RecordShed
 	}
-	if th := s.LatencyThreshold; th > 0 && rc.Upstream != "" {
-		rs.latency = t.latencyOf(rc)
+	if th := s.LatencyThreshold; th > 0 && up != nil {
+		rs.pool = up.Pool
 		if f := latencyFactor[prio]; !math.IsInf(f, 1) {
 			rs.slow = time.Duration(f * float64(th))
 		}
@@ -103,8 +106,10 @@ func (t *Table) newRouteShed(rc *config.Route, leases ratelimit.LeaseStore) (*ro
 // client names the request's client for the latency signal; it is called
 // only when the upstream is slow for the request's priority.
 func (s *routeShed) admit(ctx context.Context, client func() uint64) (*httplimit.Lease, string) {
-	if s.slow > 0 && s.latency.get() >= s.slow && !s.latency.newcomer(client()) && !s.latency.probe() {
-		return nil, shedLatency
+	if s.slow > 0 {
+		if l := s.pool.shedSignal(); l.get() >= s.slow && !l.newcomer(client()) && !l.probe() {
+			return nil, shedLatency
+		}
 	}
 	reqs := []ratelimit.Request{{Key: shedKey, Policy: s.policy, Lease: httplimit.NewLeaseID()}}
 	var out [1]ratelimit.Decision

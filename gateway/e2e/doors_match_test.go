@@ -25,11 +25,10 @@ func authForwarded(user, method, uri string) string {
 func TestDoorRowsMatch(t *testing.T) {
 	t.Parallel()
 	up := newWireUpstream(t, nil)
-	p := start(t, doorConfig(up.URL))
 	login := func(user, target string) string {
 		return "POST " + target + " HTTP/1.1\r\nHost: x\r\nX-User-Id: " + user + "\r\nContent-Length: 0\r\n\r\n"
 	}
-	runDoorRows(t, p, up, []doorRow{
+	runDoorRows(t, doorConfig(up.URL), up, 9, []doorRow{
 		{
 			name: `a raw "#" in the request-target is refused, not matched as a path byte`,
 			send: []string{

@@ -3,17 +3,22 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-gw/sluice/internal/testcert"
 	"github.com/sluice-gw/sluice/internal/testkit"
 )
 
@@ -26,11 +31,26 @@ import (
 
 // Protocols a door row may name.
 const (
-	protoHTTP1 = "http/1.1" // cleartext HTTP/1.1 on the public listener
+	protoHTTP1 = "http/1.1"  // cleartext HTTP/1.1 on the public listener
+	protoHTTPS = "https/1.1" // HTTP/1.1 over TLS (ALPN http/1.1) on server.tls.listen
+	protoH2    = "h2"        // HTTP/2 over TLS (ALPN h2) on server.tls.listen
+	protoH2C   = "h2c"       // HTTP/2 by prior knowledge on the public listener
 )
 
-// doorProtocols are the protocols the runner can speak today.
-var doorProtocols = []string{protoHTTP1}
+// doorProtocols are the protocols the runner speaks.
+var doorProtocols = []string{protoHTTP1, protoHTTPS, protoH2, protoH2C}
+
+// http1Only are the protocols an HTTP/1.1-framing row applies to.
+var http1Only = []string{protoHTTP1, protoHTTPS}
+
+// withoutHTTP2 is the excluded map of a row that HTTP/2 cannot carry, for
+// the reason why.
+func withoutHTTP2(why string) map[string]string {
+	return map[string]string{protoH2: why, protoH2C: why}
+}
+
+// isHTTP2 reports whether proto speaks HTTP/2.
+func isHTTP2(proto string) bool { return proto == protoH2 || proto == protoH2C }
 
 // absent, as a wanted header value, means the header must not be there.
 const absent = "\x00absent"
@@ -42,10 +62,14 @@ type doorRow struct {
 	protocols []string
 	// excluded says why a protocol is left out, per protocol.
 	excluded map[string]string
+	// differs changes the row's expectations for a protocol whose engine
+	// answers otherwise by design, with the reason.
+	differs map[string]doorDiff
 
 	// send holds raw requests written one after another on one connection,
 	// each after the previous answer was read. The last one may be only a
-	// request head (an Expect: 100-continue row, say).
+	// request head (an Expect: 100-continue row, say). Over HTTP/2 each is
+	// one stream of the connection (h2Request says how it is translated).
 	send []string
 	// status holds the statuses the client must read, in order, interim
 	// (1xx) answers included. Nil means: do not check.
@@ -56,11 +80,14 @@ type doorRow struct {
 	// body is a substring the last answer's body must hold.
 	body string
 	// proto is the protocol version of the last answer's status line
-	// ("HTTP/1.1"); empty means do not check.
+	// ("HTTP/1.1"); empty means do not check. HTTP/2 answers have no status
+	// line: over h2 and h2c the runner checks that the answer came in
+	// HTTP/2 frames instead.
 	proto string
-	// closes: the gateway must close the connection after the last answer;
-	// keeps: it must keep it open (a further request is served). Neither
-	// means do not check.
+	// closes: the gateway must close the connection after the last answer
+	// (over HTTP/2: send GOAWAY or close it); keeps: it must keep it open
+	// (over HTTP/1.1: it does not close it within 2 s; over HTTP/2: a new
+	// stream on it is served). Neither means do not check.
 	closes, keeps bool
 	// upstream is the number of requests the upstream must have received
 	// during the row; -1 means do not check.
@@ -68,6 +95,12 @@ type doorRow struct {
 	// upSees and upNot are substrings that the bytes the upstream received
 	// during the row must and must not hold.
 	upSees, upNot []string
+}
+
+// doorDiff is how a protocol's expectations differ from the row's.
+type doorDiff struct {
+	why string
+	set func(r *doorRow)
 }
 
 // doorAnswer is one answer as the client read it.
@@ -78,54 +111,178 @@ type doorAnswer struct {
 	body   string
 }
 
-// runDoorRows runs rows against p's public listener, which must forward to
-// up, for every protocol each row names, and logs how many rows ran per
-// protocol.
-func runDoorRows(t *testing.T, p *proc, up *wireUpstream, rows []doorRow) {
+// doorGateway is a sluice process serving the door rows: cleartext HTTP/1.1
+// and h2c on its public listener, HTTPS (HTTP/1.1 and HTTP/2) on its TLS
+// listener, all with the same routes.
+type doorGateway struct {
+	*proc
+	clear, secure string // host:port of the public and TLS listeners
+	pool          *x509.CertPool
+}
+
+// httpsListening finds the TLS listener's address in the "sluice listening"
+// log line.
+var httpsListening = regexp.MustCompile(`sluice listening.* https=(\S+)`)
+
+// startDoors starts sluice on yaml, whose server section it extends with
+// server.max_header_bytes (16384), server.tls (a self-signed certificate
+// for 127.0.0.1, on a free port) and server.http2 (h2c on, at most streams
+// concurrent streams per connection).
+func startDoors(t *testing.T, yaml string, streams int) *doorGateway {
 	t.Helper()
-	ran := map[string]int{}
+	certFile, keyFile, pool := testcert.SelfSigned(t, t.TempDir())
+	extra := fmt.Sprintf("server:\n  max_header_bytes: 16384\n  tls:\n    listen: \"127.0.0.1:0\"\n"+
+		"    certificates: [{cert_file: %q, key_file: %q}]\n  http2: {h2c: true, max_concurrent_streams: %d}\n",
+		certFile, keyFile, streams)
+	i := strings.Index(yaml, "\nserver:\n")
+	if i < 0 {
+		t.Fatal("the config has no server section")
+	}
+	yaml = yaml[:i+1] + extra + yaml[i+len("\nserver:\n"):]
+	p := start(t, yaml)
+	m := httpsListening.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("sluice did not log its HTTPS listener:\n%s", p.logs)
+	}
+	return &doorGateway{proc: p, clear: hostAddr(p.base), secure: m[1], pool: pool}
+}
+
+// runDoorRows runs rows for every protocol each row names, each protocol
+// against a gateway of its own started on yaml (startDoors), so that no
+// protocol's rows find the limits another one's spent; the gateway must
+// forward to up. It logs how many rows ran per protocol; every row
+// scheduled must run to its end, and every protocol must run at least
+// atLeast rows, so that a runner that skips rows silently fails.
+func runDoorRows(t *testing.T, yaml string, up *wireUpstream, atLeast int, rows []doorRow) {
+	t.Helper()
+	ran, scheduled := map[string]int{}, map[string]int{}
 	for _, proto := range doorProtocols {
-		for _, r := range rows {
-			protos := r.protocols
-			if protos == nil {
-				protos = doorProtocols
-			}
-			if !slices.Contains(protos, proto) {
-				if r.excluded[proto] == "" {
-					t.Errorf("row %q leaves out %s without a reason", r.name, proto)
+		t.Run(proto, func(t *testing.T) {
+			g := startDoors(t, yaml, 100)
+			for _, r := range rows {
+				protos := r.protocols
+				if protos == nil {
+					protos = doorProtocols
 				}
-				continue
+				if !slices.Contains(protos, proto) {
+					if r.excluded[proto] == "" {
+						t.Errorf("row %q leaves out %s without a reason", r.name, proto)
+					}
+					continue
+				}
+				if d, ok := r.differs[proto]; ok {
+					if d.why == "" || d.set == nil {
+						t.Errorf("row %q differs over %s without a reason or a change", r.name, proto)
+						continue
+					}
+					r.header = maps.Clone(r.header)
+					d.set(&r)
+				}
+				scheduled[proto]++
+				t.Run(r.name, func(t *testing.T) {
+					runDoorRow(t, g, proto, up, r)
+					if !t.Skipped() {
+						ran[proto]++
+					}
+				})
 			}
-			ran[proto]++
-			t.Run(proto+"/"+r.name, func(t *testing.T) {
-				runDoorRow(t, hostAddr(p.base), up, r)
-			})
-		}
+		})
 	}
 	for _, proto := range doorProtocols {
 		t.Logf("door rows run over %s: %d", proto, ran[proto])
+		if ran[proto] != scheduled[proto] {
+			t.Errorf("%d of the %d door rows over %s ran to their end", ran[proto], scheduled[proto], proto)
+		}
+		if ran[proto] < atLeast {
+			t.Errorf("%d door rows ran over %s, want at least %d", ran[proto], proto, atLeast)
+		}
 	}
 }
 
-func runDoorRow(t *testing.T, addr string, up *wireUpstream, r doorRow) {
+// doorConn is one client connection of a door row.
+type doorConn interface {
+	// exchange sends one raw request and reads its answers: interim ones
+	// and the final one. An error after some answers means the exchange
+	// ended there.
+	exchange(raw string) ([]doorAnswer, error)
+	// closed reports whether the gateway closes the connection (over
+	// HTTP/2: or sends GOAWAY) within 2 s.
+	closed() bool
+	// serving reports whether the connection stays open for more.
+	serving() bool
+	Close() error
+}
+
+// dialDoor opens a connection of proto to g.
+func dialDoor(t *testing.T, g *doorGateway, proto string) doorConn {
 	t.Helper()
-	up.reset()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	switch proto {
+	case protoHTTP1:
+		c, err := net.DialTimeout("tcp", g.clear, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &h1Conn{c: c, br: bufio.NewReader(c)}
+	case protoHTTPS:
+		c := dialTLS(t, g, "http/1.1")
+		return &h1Conn{c: c, br: bufio.NewReader(c)}
+	case protoH2, protoH2C:
+		return dialH2(t, g, proto)
+	}
+	t.Fatalf("unknown protocol %s", proto)
+	return nil
+}
+
+// dialTLS opens a TLS connection to g's TLS listener that negotiates alpn.
+func dialTLS(t *testing.T, g *doorGateway, alpn string) *tls.Conn {
+	t.Helper()
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		Config: &tls.Config{RootCAs: g.pool, ServerName: "127.0.0.1", NextProtos: []string{alpn}}}
+	c, err := d.Dial("tcp", g.secure)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tc := c.(*tls.Conn)
+	if got := tc.ConnectionState().NegotiatedProtocol; got != alpn {
+		tc.Close()
+		t.Fatalf("TLS negotiated %q, want %q", got, alpn)
+	}
+	return tc
+}
+
+// h1Conn is an HTTP/1.1 connection, cleartext or TLS: raw bytes written,
+// answers read as they come.
+type h1Conn struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func (h *h1Conn) exchange(raw string) ([]doorAnswer, error) {
+	if _, err := io.WriteString(h.c, raw); err != nil && !isReset(err) {
+		return nil, fmt.Errorf("writing: %w", err)
+	}
+	return readAnswers(h.c, h.br, requestMethod(raw))
+}
+
+func (h *h1Conn) closed() bool  { return closedByPeer(h.c, h.br) }
+func (h *h1Conn) serving() bool { return !closedByPeer(h.c, h.br) }
+func (h *h1Conn) Close() error  { return h.c.Close() }
+
+func runDoorRow(t *testing.T, g *doorGateway, proto string, up *wireUpstream, r doorRow) {
+	t.Helper()
+	up.reset()
+	c := dialDoor(t, g, proto)
 	defer c.Close()
-	br := bufio.NewReader(c)
 	var answers []doorAnswer
 	for i, raw := range r.send {
-		if _, err := io.WriteString(c, raw); err != nil && !isReset(err) {
-			t.Fatalf("writing request %d: %v", i, err)
-		}
-		got, err := readAnswers(c, br, requestMethod(raw))
+		got, err := c.exchange(raw)
 		answers = append(answers, got...)
 		if err != nil {
 			if i < len(r.send)-1 {
 				t.Fatalf("request %d: %v (answers so far %v)", i, err, statuses(answers))
+			}
+			if r.status != nil && len(got) == 0 {
+				t.Logf("request %d: %v", i, err)
 			}
 			break
 		}
@@ -155,19 +312,22 @@ func runDoorRow(t *testing.T, addr string, up *wireUpstream, r doorRow) {
 		if !strings.Contains(last.body, r.body) {
 			t.Errorf("answer body %q, want it to hold %q", trunc(last.body), r.body)
 		}
-		if r.proto != "" && last.proto != r.proto {
+		switch {
+		case isHTTP2(proto):
+			if last.proto != "HTTP/2.0" {
+				t.Errorf("answer came as %s, want HTTP/2.0", last.proto)
+			}
+		case r.proto != "" && last.proto != r.proto:
 			t.Errorf("answer's status line says %s, want %s", last.proto, r.proto)
 		}
 	} else if len(r.status) > 0 {
 		t.Errorf("no answer, want %v", r.status)
 	}
-	if r.closes && !closedByPeer(c, br) {
+	if r.closes && !c.closed() {
 		t.Error("the gateway kept the connection open, want it closed")
 	}
-	if r.keeps {
-		if closedByPeer(c, br) {
-			t.Error("the gateway closed the connection, want it kept open")
-		}
+	if r.keeps && !c.serving() {
+		t.Error("the gateway closed the connection, want it kept open")
 	}
 	// The upstream's side: what reached it during the row.
 	seen := up.wait(r.upstream)
@@ -412,8 +572,7 @@ routes:
 func TestDoorRowsHarness(t *testing.T) {
 	t.Parallel()
 	up := newWireUpstream(t, nil)
-	p := start(t, doorConfig(up.URL))
-	runDoorRows(t, p, up, []doorRow{
+	runDoorRows(t, doorConfig(up.URL), up, 3, []doorRow{
 		{
 			name:     "a plain GET is forwarded and the connection kept",
 			send:     []string{"GET /api/a HTTP/1.1\r\nHost: x\r\nX-User-Id: harness-1\r\n\r\n"},

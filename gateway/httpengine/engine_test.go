@@ -1,8 +1,10 @@
 package httpengine_test
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -75,10 +77,10 @@ func (u *recorder) last(t *testing.T) seen {
 // protocol.
 type fixture struct {
 	srv     *gateway.Server
+	pool    *x509.CertPool // trusts the HTTPS listener's certificate
 	up      *recorder
 	clients map[string]*http.Client
 	bases   map[string]string
-	pool    *x509.CertPool
 }
 
 // The protocols of the public listeners.
@@ -326,5 +328,51 @@ func TestStreaming(t *testing.T) {
 		if a.status != 200 || a.body != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
 			t.Errorf("%s: %d %q", proto, a.status, a.body)
 		}
+	}
+}
+
+// TestConnectionNamesFraming: over HTTPS/1.1, a request whose Connection
+// header names Content-Length or Transfer-Encoding is 400 in problem+json,
+// its connection closed, and it is not forwarded, as on the cleartext
+// listener.
+func TestConnectionNamesFraming(t *testing.T) {
+	f := newFixture(t, "")
+	for _, raw := range []string{
+		"POST /api/a HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Client: cf\r\nConnection: keep-alive, Content-Length\r\nContent-Length: 5\r\n\r\nhello",
+		"POST /api/a HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Client: cf\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	} {
+		c, err := tls.Dial("tcp", f.srv.TLSAddr().String(), &tls.Config{RootCAs: f.pool, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(string(body), "framing header") {
+			t.Errorf("%q: %d %q %q, want 400 in problem+json naming the framing header", raw, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		if resp.Header.Get("X-Ratelimit-Remaining") != "" {
+			t.Errorf("%q: the 400 carries X-RateLimit-Remaining, want it refused before any limit", raw)
+		}
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		var ne net.Error
+		if _, err := br.ReadByte(); err == nil || errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%q: the connection goes on after the 400, want it closed", raw)
+		}
+	}
+	f.up.mu.Lock()
+	defer f.up.mu.Unlock()
+	if len(f.up.reqs) != 0 {
+		t.Errorf("the upstream received %d requests, want none", len(f.up.reqs))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -233,12 +234,20 @@ func (h *Handler) serveRecovering(w *statusWriter, x *exchange) (route string, g
 }
 
 // decide checks what the engine itself refuses (a header block over its
-// bound, an HTTP/2 Host that disagrees with :authority), then has the core
-// decide the request.
+// bound, an HTTP/1.1 Connection header that names a framing header, an
+// HTTP/2 Host that disagrees with :authority), then has the core decide
+// the request.
 func (h *Handler) decide(x *exchange) core.Outcome {
 	r := x.r
 	if n := headerBytes(r); n > h.maxHeaderBytes {
 		return core.Problem(http.StatusRequestHeaderFieldsTooLarge, headerTooLarge(h.maxHeaderBytes))
+	}
+	if r.ProtoMajor == 1 && namesFraming(r.Header["Connection"]) {
+		// As on the cleartext listener (docs/operations.md, "Answers
+		// sluice gives itself"): 400, and the connection closed.
+		out := core.Problem(http.StatusBadRequest, "The Connection header names a framing header (Content-Length or Transfer-Encoding).")
+		out.Close = true
+		return out
 	}
 	if r.ProtoMajor == 2 {
 		if hosts := r.Header["Host"]; len(hosts) > 0 && (len(hosts) > 1 || hosts[0] != r.Host) {
@@ -246,6 +255,20 @@ func (h *Handler) decide(x *exchange) core.Outcome {
 		}
 	}
 	return h.table.Decide(&x.Exchange)
+}
+
+// namesFraming reports whether a Connection header's values name
+// Content-Length or Transfer-Encoding.
+func namesFraming(values []string) bool {
+	for _, v := range values {
+		for tok := range strings.SplitSeq(v, ",") {
+			tok = strings.TrimSpace(tok)
+			if strings.EqualFold(tok, "Content-Length") || strings.EqualFold(tok, "Transfer-Encoding") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // headerTooLarge is the detail of a 431.

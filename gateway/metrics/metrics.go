@@ -59,6 +59,10 @@ type Metrics struct {
 	panics         *prometheus.CounterVec
 	connsRefused   *prometheus.CounterVec
 	routes         sync.Map // route id -> *routeSeries
+	// The pools' targets (targets.go).
+	targetUp        *targetUp
+	targetRequests  *prometheus.CounterVec
+	targetEjections *prometheus.CounterVec
 }
 
 // New creates sluice's collectors and registers them on reg. When reg already
@@ -150,6 +154,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "sluice_connections_refused_total",
 		Help: "Connections to the public listener answered and closed at once because a connection bound was reached (bound: max_conns, 503; max_conns_per_ip, 429).",
 	}, []string{"bound"}))
+	m.targetUp = register(reg, &errs, newTargetUp())
+	m.targetRequests = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_upstream_target_requests_total",
+		Help: "Requests sent to a pool target, retries included, by route and target.",
+	}, []string{"route", "target"}))
+	m.targetEjections = register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_upstream_target_ejections_total",
+		Help: "Times a pool target was taken out of rotation, by route, target and reason (passive: connection failures in a row; active: failed health-check probes; latency: its latency over shedding.latency_threshold while another target's is within it).",
+	}, []string{"route", "target", "reason"}))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -45,7 +45,7 @@ var allowed = map[string][]string{
 	// admin, rls) and runs the listeners; it imports no engine library.
 	"gateway": {"ratelimit", "store/memory", "store/redis", "store/fallback", "store/localdeny", "httplimit", "gateway/metrics", "gateway/config",
 		"gateway/admin", "gateway/core", "gateway/fastengine", "gateway/httpengine", "gateway/internal/connlimit", "gateway/internal/tlsconf", "gateway/rls",
-		"gateway/internal/tracing", "github.com/prometheus/"},
+		"gateway/internal/tracing", "gateway/internal/healthcheck", "github.com/prometheus/"},
 	// The decision core: engine-neutral (TestCoreImports).
 	"gateway/core": {"ratelimit", "store/fallback", "httplimit", "gateway/metrics", "gateway/config", "gateway/admin",
 		"gateway/internal/panichook", "gateway/internal/tracing"},
@@ -57,6 +57,8 @@ var allowed = map[string][]string{
 		"gateway/internal/connlimit"},
 	// The public listeners' connection bounds, shared by the engines.
 	"gateway/internal/connlimit": {"httplimit", "gateway/metrics", "gateway/config"},
+	// The active health checks of upstream pools' targets.
+	"gateway/internal/healthcheck": {"gateway/config", "gateway/core"},
 	// The panic tests' hook into the request path.
 	"gateway/internal/panichook": {},
 	// Envoy's rate limit service: the one package with gRPC and Envoy's

@@ -117,6 +117,13 @@
     rows("topkeys", s.top_keys || [], (k) => [[k.route], [keyText(k.key), "key"], [String(k.denied) + (k.error ? " (±" + k.error + ")" : ""), "num"]], "no key limited", 3);
     rows("overrides", s.overrides || [], (o) => [[o.route], [keyText(o.key), "key"], [o.policy]], "none", 3);
 
+    // Pool routes' targets; the section shows only when there are some.
+    const pools = s.pools || [];
+    document.getElementById("pools-section").hidden = !pools.length;
+    const targets = [];
+    for (const p of pools) for (const t of p.targets || []) targets.push({ route: p.route, t: t });
+    rows("pools", targets, (x) => [[x.route], [x.t.target, "key"], [x.t.up ? "up" : "down", x.t.up ? "ok" : "bad"], [String(x.t.in_flight), "num"], [String(x.t.requests), "num"]], "no pool", 5);
+
     const cfg = s.config;
     document.getElementById("summary").textContent = cfg.summary;
     rows("routes", cfg.routes || [], (r) => [[r.id], [r.path, "key"], [r.target], [(r.limits || []).map((l) => l.policy + " (" + l.algorithm + ") by " + l.key + (l.shadow ? ", shadow" : "")).join("; ") || "none"]], "no routes", 4);
