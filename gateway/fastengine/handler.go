@@ -68,9 +68,9 @@ func NewHandler(t *core.Table, cfg *config.Config, o HandlerOptions) *Handler {
 		}
 		ph := newProxyHandler(proxyConfig{
 			route: rt.ID(), target: up.Target, stripPrefix: up.StripPrefix,
-			preserveHost: up.PreserveHost, timeout: up.Timeout, ip: t.IP(),
+			preserveHost: up.PreserveHost, timeout: up.Timeout, ip: t.IP(), pool: up.Pool,
 		}, h.ups, h.metrics, h.log)
-		ph.latency, ph.table, ph.panics = up.Latency, t, h.panics
+		ph.table, ph.panics = t, h.panics
 		h.proxies[i] = ph
 	}
 	return h

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
@@ -119,14 +120,25 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *
 	} else {
 		deadline = start.Add(dialTimeout)
 	}
-	conn, err := net.DialTimeout("tcp", h.addr, time.Until(deadline))
+	tg := h.pick(&x.Req, 0)
+	tg.acquire()
+	// The target counts the request until its answer ends, or, upgraded,
+	// until the tunnel closes.
+	outcome, tunnelled := core.TargetOK, false
+	defer func() {
+		if !tunnelled {
+			tg.release(outcome)
+		}
+	}()
+	conn, err := net.DialTimeout("tcp", tg.addr, time.Until(deadline))
 	if err != nil {
+		outcome = core.TargetConnFailed
 		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
 		h.fail(ctx, x, res, upstreamFailed(err))
 		return
 	}
-	if h.tls {
-		host, _, _ := net.SplitHostPort(h.addr)
+	if tg.tls {
+		host, _, _ := net.SplitHostPort(tg.addr)
 		conn = tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
 	}
 	out := fasthttp.AcquireRequest()
@@ -134,9 +146,9 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *
 	// A copy: the client's request stays as it came (its connection's fate
 	// included) when the upstream does not switch.
 	ctx.Request.Header.CopyTo(&out.Header)
-	h.outbound(ctx, x, &out.Header, protocol)
+	h.outbound(ctx, x, &out.Header, protocol, tg)
 	out.UseHostHeader = true
-	if h.tls {
+	if tg.tls {
 		out.URI().SetScheme("https")
 	}
 	conn.SetDeadline(deadline) //nolint:errcheck // a failed deadline fails the exchange below
@@ -183,7 +195,9 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *
 	ctx.HijackSetNoResponse(true)
 	lease := x.takeLease() // held while the connections are piped
 	hdr := &ctx.Request.Header
+	tunnelled = true
 	ctx.Hijack(func(client net.Conn) {
+		defer tg.release(core.TargetOK)
 		defer lease.Release()
 		defer conn.Close()
 		if !h.panics.Guard(metrics.DoorGateway, func() { h.tunnel(client, conn, head, buffered, hdr) }) {
