@@ -29,6 +29,7 @@ const (
 	statusNotFound           = 404
 	statusTooManyRequests    = 429
 	statusServiceUnavailable = 503
+	statusHTTPVersion        = 505
 	// StatusClientClosed is the status recorded for a request whose client
 	// went away before its answer (nginx's 499); it is never sent.
 	StatusClientClosed = 499
@@ -116,6 +117,10 @@ func (rt *Route) ID() string { return rt.id }
 // Index returns the route's position in its table (Table.Routes).
 func (rt *Route) Index() int { return rt.index }
 
+// ForwardAuth reports whether the route is a forward_auth route, whose
+// answers are verdicts for a proxy, never the original request's.
+func (rt *Route) ForwardAuth() bool { return rt.fwd != nil }
+
 // Upstream returns a proxy route's upstream, nil for other routes.
 func (rt *Route) Upstream() *Upstream { return rt.upstream }
 
@@ -131,6 +136,11 @@ type Upstream struct {
 	StripPrefix  int
 	PreserveHost bool
 	Timeout      time.Duration
+	// HTTP2: the upstream speaks HTTP/2 only (h2c:// or h2://), which an
+	// engine forwards to only when it calls Request.SetHTTP2Upstreams.
+	HTTP2 bool
+	// TLS is the route's upstream_tls, nil for none.
+	TLS *config.UpstreamTLS
 	// Latency is the upstream's latency signal, which the proxy feeds;
 	// nil when load shedding does not read it.
 	Latency *LatencySignal
@@ -200,7 +210,8 @@ func (t *Table) buildRoute(rc *config.Route, o Options) (*Route, error) {
 		if target == nil {
 			return nil, errors.New("upstream URL not parsed (config not validated)")
 		}
-		rt.upstream = &Upstream{Target: target, StripPrefix: rc.StripPrefix, PreserveHost: rc.PreserveHost, Timeout: rc.Timeout}
+		rt.upstream = &Upstream{Target: target, StripPrefix: rc.StripPrefix, PreserveHost: rc.PreserveHost, Timeout: rc.Timeout,
+			HTTP2: config.SchemeHTTP2(target.Scheme), TLS: rc.UpstreamTLS}
 		if s := t.cfg.Shedding; s != nil && s.LatencyThreshold > 0 {
 			rt.upstream.Latency = t.latencyOf(rc)
 		}
@@ -406,8 +417,11 @@ func (x *Exchange) Clear() {
 
 // Decide decides the request x holds: its target and query are parsed (a
 // malformed one is answered 400), the routes are tried in order, and the
-// first that takes it decides it with its shedding and limits. It calls
-// the limits' Observe hook and holds a shape-mode delay before it returns.
+// first that takes it decides it with its shedding and limits. A route
+// whose upstream speaks HTTP/2 only answers 505, before its limits run,
+// a request whose engine cannot forward to it (Request.SetHTTP2Upstreams).
+// It calls the limits' Observe hook and holds a shape-mode delay before it
+// returns.
 func (t *Table) Decide(x *Exchange) Outcome {
 	r := &x.Req
 	if err := r.parseTarget(); err != nil {
@@ -432,6 +446,9 @@ func (t *Table) Decide(x *Exchange) Outcome {
 		}
 		r.span.Route(rt.id, rt.path, r.method)
 		if rt.fwd == nil {
+			if rt.upstream != nil && rt.upstream.HTTP2 && !r.http2Upstreams {
+				return Outcome{Route: rt, Status: statusHTTPVersion, Body: httplimit.ProblemBody(statusHTTPVersion, http2Only)}
+			}
 			return rt.decide(r, r, &x.res)
 		}
 		if out, ok := rt.decideForward(x); ok {
@@ -453,6 +470,10 @@ func (t *Table) Decide(x *Exchange) Outcome {
 	}
 	return problem(statusNotFound, detail)
 }
+
+// http2Only is the detail of the 505 that a request the engine serving it
+// cannot forward to its route's HTTP/2-only upstream gets.
+const http2Only = "This route's upstream speaks HTTP/2 only: send the request over HTTP/2 (h2c, prior knowledge) or HTTPS."
 
 // cleartext answers a request of the cleartext listener that rt (nil:
 // none) would take, under server.tls.plaintext redirect or refuse: a 308

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/gateway/metrics"
@@ -25,7 +27,8 @@ import (
 const dialTimeout = 10 * time.Second
 
 // transports holds one keep-alive connection pool (an http.Transport) per
-// upstream scheme and address, shared by the routes of one gateway.
+// upstream scheme, address and upstream_tls, shared by the routes of one
+// gateway.
 type transports struct {
 	mu sync.Mutex
 	by map[string]*http.Transport
@@ -33,20 +36,25 @@ type transports struct {
 
 func newTransports() *transports { return &transports{by: make(map[string]*http.Transport)} }
 
-// of returns the pool for scheme://host.
-func (t *transports) of(scheme, host string) *http.Transport {
-	key := scheme + "://" + host
+// of returns the pool for up: HTTP/1.1 for http:// and https://, HTTP/2 by
+// prior knowledge for h2c://, HTTP/2 over TLS (ALPN h2, no HTTP/1.1) for
+// h2://; over TLS with up's upstream_tls (its authorities, server name and
+// client certificate, the files read now). Its error is a file of
+// upstream_tls that cannot be loaded.
+func (t *transports) of(up *core.Upstream) (*http.Transport, error) {
+	scheme := up.Target.Scheme
+	key := scheme + "://" + up.Target.Host
+	if ut := up.TLS; ut != nil && config.SchemeTLS(scheme) {
+		key += "\x00" + ut.CAFile + "\x00" + ut.ServerName + "\x00" + ut.CertFile + "\x00" + ut.KeyFile
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tr := t.by[key]; tr != nil {
-		return tr
+		return tr, nil
 	}
 	tr := &http.Transport{
-		Proxy:       nil,
-		DialContext: (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		// Upstreams are spoken to in HTTP/1.1, as fastengine speaks to them.
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout: dialTimeout,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 1024,
@@ -54,8 +62,62 @@ func (t *transports) of(scheme, host string) *http.Transport {
 		ReadBufferSize:      16 << 10,
 		WriteBufferSize:     16 << 10,
 	}
+	var protos http.Protocols
+	switch scheme {
+	case config.SchemeH2C:
+		protos.SetUnencryptedHTTP2(true)
+	case config.SchemeH2:
+		protos.SetHTTP2(true)
+	default:
+		// http:// and https:// upstreams are spoken to in HTTP/1.1, as
+		// fastengine speaks to them.
+		protos.SetHTTP1(true)
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	tr.Protocols = &protos
+	if config.SchemeTLS(scheme) && up.TLS != nil {
+		tc, err := upstreamTLSConfig(up.TLS)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = tc
+	}
 	t.by[key] = tr
-	return tr
+	return tr, nil
+}
+
+// upstreamTLSConfig returns the client TLS configuration of ut: RootCAs
+// from ca_file (the system's when empty), ServerName, and the client
+// certificate of cert_file and key_file.
+func upstreamTLSConfig(ut *config.UpstreamTLS) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: ut.ServerName, MinVersion: tls.VersionTLS12}
+	if ut.CAFile != "" {
+		pool, err := config.LoadCertPool(ut.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("upstream_tls.ca_file: %w", err)
+		}
+		tc.RootCAs = pool
+	}
+	if ut.CertFile != "" {
+		pair, err := config.LoadKeyPair(config.Certificate{CertFile: ut.CertFile, KeyFile: ut.KeyFile})
+		if err != nil {
+			return nil, fmt.Errorf("upstream_tls: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
+
+// wireScheme is the URL scheme net/http's Transport takes for an upstream
+// scheme: http for h2c, https for h2.
+func wireScheme(scheme string) string {
+	switch scheme {
+	case config.SchemeH2C:
+		return "http"
+	case config.SchemeH2:
+		return "https"
+	}
+	return scheme
 }
 
 // close closes every pool's idle connections.
@@ -75,10 +137,13 @@ type proxy struct {
 	up        *core.Upstream
 	table     *core.Table
 	transport *http.Transport
-	rp        *httputil.ReverseProxy
-	metrics   *metrics.Metrics
-	log       *slog.Logger
-	panics    *core.Panics
+	// setupErr, when not nil, is why the upstream's pool could not be
+	// built (an upstream_tls file): every request fails with it (502).
+	setupErr error
+	rp       *httputil.ReverseProxy
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	panics   *core.Panics
 }
 
 // exchangeKey is the request context's key of the exchange a proxied
@@ -86,8 +151,11 @@ type proxy struct {
 type exchangeKey struct{}
 
 func newProxy(route string, up *core.Upstream, t *core.Table, h *Handler) *proxy {
-	p := &proxy{route: route, up: up, table: t, transport: h.ups.of(up.Target.Scheme, up.Target.Host),
-		metrics: h.metrics, log: h.log, panics: h.panics}
+	p := &proxy{route: route, up: up, table: t, metrics: h.metrics, log: h.log, panics: h.panics}
+	p.transport, p.setupErr = h.ups.of(up)
+	if p.setupErr != nil {
+		h.log.Error("upstream TLS configuration not loaded: the route's requests fail with 502", "route", route, "error", p.setupErr)
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      roundTripper{p},
@@ -106,8 +174,14 @@ func (p *proxy) serve(w http.ResponseWriter, x *exchange, res *httplimit.Result)
 		panichook.Hook("forward", x)
 	}
 	x.res = res
+	if x.grpc {
+		x.deadline = grpcDeadline(x.r, p.up.Timeout, time.Now())
+	}
 	r := x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 	p.rp.ServeHTTP(w, r)
+	if x.grpcEnd != 0 {
+		grpcEndTrailers(w, x)
+	}
 }
 
 // exchangeOf returns the exchange of a proxied request.
@@ -123,7 +197,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeOf(pr.In)
 	r := &x.Req
 	out := pr.Out
-	out.URL.Scheme, out.URL.Host = p.up.Target.Scheme, p.up.Target.Host
+	out.URL.Scheme, out.URL.Host = wireScheme(p.up.Target.Scheme), p.up.Target.Host
 	uri := string(p.up.AppendRequestURI(x.buf[:0], r))
 	out.URL.Path, out.URL.RawPath = "", ""
 	out.URL.Opaque, out.URL.RawQuery, _ = strings.Cut(uri, "?")
@@ -159,8 +233,18 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		hd.Del("Tracestate")
 		s.Inject(func(name, value string) { hd.Set(name, value) })
 	}
+	if x.grpc && !x.deadline.IsZero() {
+		hd["Grpc-Timeout"] = []string{formatGRPCTimeout(time.Until(x.deadline))}
+	}
 	if out.Body != nil && out.Body != http.NoBody {
-		out.Body = &bodyReader{r: out.Body, x: x}
+		b := &bodyReader{r: out.Body, x: x}
+		if x.grpc {
+			// A call's stream ends when the upstream's answer does: the
+			// transport closing this body then closes the client's, which
+			// ends a read waiting on the client's next message.
+			b.in = pr.In.Body
+		}
+		out.Body = b
 	}
 }
 
@@ -229,6 +313,10 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// replaced, so its connection or stream is ended.
 		panic(http.ErrAbortHandler)
 	}
+	if x.grpc {
+		writeGRPC(w, x, status, detail, x.res, 0)
+		return
+	}
 	setRateLimitHeaders(w.Header(), x.res)
 	writeProblem(w, status, detail)
 }
@@ -246,6 +334,9 @@ func isTimeout(err error) bool {
 type bodyReader struct {
 	r io.ReadCloser
 	x *exchange
+	// in, when not nil, is closed with the body: the client's own body,
+	// which r (ReverseProxy's wrapper, whose Close does nothing) reads.
+	in io.Closer
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
@@ -256,7 +347,12 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *bodyReader) Close() error { return b.r.Close() }
+func (b *bodyReader) Close() error {
+	if b.in != nil {
+		b.in.Close()
+	}
+	return b.r.Close()
+}
 
 // roundTripper is the proxy's Transport: the upstream pool's, bounded by
 // the route's timeout until the answer's headers arrive, recording
@@ -267,6 +363,12 @@ type roundTripper struct{ p *proxy }
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := rt.p
 	x := exchangeOf(req)
+	if p.setupErr != nil {
+		return nil, p.setupErr
+	}
+	if x.grpc {
+		return rt.roundTripGRPC(req, x)
+	}
 	start := time.Now()
 	ctx := req.Context()
 	var wrote, first time.Time
