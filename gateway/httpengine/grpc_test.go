@@ -63,6 +63,12 @@ func (s *testService) last() (metadata.MD, time.Duration) {
 func (s *testService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	s.record(ctx)
 	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("x-upstream-panic"); len(v) > 0 {
+		// The test hook panics where the gateway reads this answer.
+		if err := grpc.SetHeader(ctx, metadata.Pairs("x-test-panic", v[0])); err != nil {
+			return nil, err
+		}
+	}
 	if v := md.Get("x-sleep"); len(v) > 0 {
 		d, err := time.ParseDuration(v[0])
 		if err != nil {
@@ -124,7 +130,7 @@ func serveGRPC(t *testing.T, svc *testService, tc *tls.Config) (*grpc.Server, st
 
 // authorities are the :authority values of the routes of a grpcFixture,
 // and one no route takes; the gateway's certificate names them all.
-var authorities = []string{"h2c.test", "h2.test", "limited.test", "conc.test", "short.test", "spare.test", "nowhere.test"}
+var authorities = []string{"h2c.test", "h2.test", "limited.test", "conc.test", "short.test", "spare.test", "stubborn.test", "nowhere.test"}
 
 // grpcFixture is a gateway serving h2c and HTTPS in front of gRPC
 // upstreams: one over h2c, one over TLS (h2) that requires a client
@@ -135,6 +141,32 @@ type grpcFixture struct {
 	pool           *x509.CertPool
 	h2c, h2, spare *testService
 	spareServer    *grpc.Server
+	stubborn       *stubborn
+}
+
+// stubborn is a gRPC upstream on net/http that ignores deadlines: it
+// answers a call's headers and one empty message, then waits until the
+// gateway cancels the request, which it reports on cancelled with the
+// grpc-timeout it was sent.
+type stubborn struct {
+	cancelled chan struct{}
+	mu        sync.Mutex
+	timeout   string
+}
+
+func (s *stubborn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.timeout = r.Header.Get("Grpc-Timeout")
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/grpc")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte{0, 0, 0, 0, 0}) // one message, empty
+	http.NewResponseController(w).Flush()
+	select {
+	case <-r.Context().Done():
+		s.cancelled <- struct{}{}
+	case <-time.After(10 * time.Second):
+	}
 }
 
 func newGRPCFixture(t *testing.T) *grpcFixture {
@@ -150,6 +182,10 @@ func newGRPCFixture(t *testing.T) *grpcFixture {
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
 	var spareAddr string
 	f.spareServer, spareAddr = serveGRPC(t, f.spare, nil)
+	f.stubborn = &stubborn{cancelled: make(chan struct{}, 4)}
+	var h2cOnly http.Protocols
+	h2cOnly.SetUnencryptedHTTP2(true)
+	stubAddr := testkit.Serve(t, (&http.Server{Handler: f.stubborn, Protocols: &h2cOnly, ReadHeaderTimeout: 5 * time.Second}).Serve)
 
 	ports := testkit.FreePorts(t, 2)
 	certFile, keyFile := filepath.Join(dir, "gateway.pem"), filepath.Join(dir, "gateway-key.pem")
@@ -190,7 +226,11 @@ routes:
   - id: spare
     match: {path: /**, host: spare.test}
     upstream: h2c://%[7]s
-`, ports[0], ports[1], certFile, keyFile, h2cAddr, h2Addr, spareAddr)
+  - id: stubborn
+    match: {path: /**, host: stubborn.test}
+    upstream: h2c://%[8]s
+    timeout: 300ms
+`, ports[0], ports[1], certFile, keyFile, h2cAddr, h2Addr, spareAddr, stubAddr)
 	cfg, err := config.Parse(filepath.Join(dir, "sluice.yaml"), []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -460,6 +500,44 @@ func TestGRPCDeadlines(t *testing.T) {
 	}
 }
 
+// TestGRPCDeadlineEnforced: the gateway itself ends a call whose
+// deadline passes, even when the upstream ignores it: the client gets the
+// messages sent before it and DEADLINE_EXCEEDED, and the upstream's
+// request is cancelled.
+func TestGRPCDeadlineEnforced(t *testing.T) {
+	f := newGRPCFixture(t)
+	for _, proto := range []string{"h2c", "h2"} {
+		start := time.Now()
+		ss, err := f.client(t, proto, "stubborn.test").StreamingOutputCall(callCtx(t, 10*time.Second),
+			&testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ss.Recv(); err != nil {
+			t.Fatalf("%s: the first message: %v", proto, err)
+		}
+		_, err = ss.Recv()
+		st := wantCode(t, proto+": past the route's timeout", err, codes.DeadlineExceeded)
+		if st.Message() != "The call's deadline passed." {
+			t.Errorf("%s: message %q", proto, st.Message())
+		}
+		if e := time.Since(start); e < 300*time.Millisecond || e > 3*time.Second {
+			t.Errorf("%s: the call ended after %v, want about 300ms", proto, e)
+		}
+		select {
+		case <-f.stubborn.cancelled:
+		case <-time.After(3 * time.Second):
+			t.Errorf("%s: the upstream's request was not cancelled", proto)
+		}
+		f.stubborn.mu.Lock()
+		sent := f.stubborn.timeout
+		f.stubborn.mu.Unlock()
+		if d, err := time.ParseDuration(strings.TrimSuffix(sent, "u") + "us"); err != nil || d > 300*time.Millisecond || d < 200*time.Millisecond {
+			t.Errorf("%s: grpc-timeout sent upstream %q, want about 300ms in microseconds", proto, sent)
+		}
+	}
+}
+
 // TestGRPCUpstreamKilled: an upstream that goes away ends an open stream
 // with UNAVAILABLE, and the calls after it are UNAVAILABLE.
 func TestGRPCUpstreamKilled(t *testing.T) {
@@ -536,5 +614,31 @@ func TestGRPCWire(t *testing.T) {
 	if resp.StatusCode != http.StatusHTTPVersionNotSupported || resp.Header.Get("Content-Type") != "application/problem+json" ||
 		!strings.Contains(body, "HTTP/2") {
 		t.Errorf("HTTP/1.1 to an h2c upstream: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+}
+
+// TestGRPCPanics: a panic of the gateway while a call is decided,
+// forwarded or its answer read is answered INTERNAL, a gRPC status, and
+// the next call is served.
+func TestGRPCPanics(t *testing.T) {
+	f := newGRPCFixture(t)
+	for _, proto := range []string{"h2c", "h2"} {
+		c := f.client(t, proto, "h2c.test")
+		// The decide point is past a route's limits: limited.test has some.
+		limited := f.client(t, proto, "limited.test")
+		for _, md := range [][]string{{"x-test-panic", "decide"}, {"x-test-panic", "forward"}, {"x-upstream-panic", "body"}} {
+			cc := c
+			if md[1] == "decide" {
+				cc, md = limited, append(md, "x-user-id", "panic-"+proto)
+			}
+			_, err := unary(t, cc, callCtx(t, 5*time.Second, md...), "x")
+			st := wantCode(t, proto+" "+md[1], err, codes.Internal)
+			if st.Message() != "The gateway failed to answer this request." {
+				t.Errorf("%s %s: message %q", proto, md[1], st.Message())
+			}
+		}
+		if _, err := unary(t, c, callCtx(t, 5*time.Second), "x"); err != nil {
+			t.Errorf("%s: after the panics: %v", proto, err)
+		}
 	}
 }

@@ -238,10 +238,10 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if out.Body != nil && out.Body != http.NoBody {
 		b := &bodyReader{r: out.Body, x: x}
-		if x.grpc {
+		if x.grpc && pr.In.ProtoMajor == 2 {
 			// A call's stream ends when the upstream's answer does: the
-			// transport closing this body then closes the client's, which
-			// ends a read waiting on the client's next message.
+			// transport closing this body then closes the client's stream,
+			// which ends a read waiting on the client's next message.
 			b.in = pr.In.Body
 		}
 		out.Body = b
