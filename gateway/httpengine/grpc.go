@@ -201,22 +201,32 @@ func (b *grpcBody) Close() error {
 
 // roundTripGRPC is RoundTrip for a gRPC call: the call's deadline
 // (x.deadline, none when zero) bounds the whole call, the answer's body
-// included, not only the wait for its headers.
+// included, not only the wait for its headers. The upstream's latency is
+// observed as for other requests: for a call whose request had ended when
+// the answer's headers came (a unary or server-streaming call).
 func (rt roundTripper) roundTripGRPC(req *http.Request, x *exchange) (*http.Response, error) {
 	p := rt.p
 	start := time.Now()
-	ctx, cancel := context.WithCancelCause(req.Context())
+	ctx := req.Context()
+	var lt latencyTrace
+	if p.up.Latency != nil {
+		ctx = lt.with(ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
 	var timer *time.Timer
 	if !x.deadline.IsZero() {
 		timer = time.AfterFunc(time.Until(x.deadline), func() { cancel(errUpstreamTimeout) })
 	}
 	resp, err := p.transport.RoundTrip(req.WithContext(ctx))
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
+	timedOut := err != nil && context.Cause(ctx) == errUpstreamTimeout
+	if p.up.Latency != nil {
+		lt.observe(p, x, timedOut)
+	}
 	if err != nil {
 		if timer != nil {
 			timer.Stop()
 		}
-		timedOut := context.Cause(ctx) == errUpstreamTimeout
 		cancel(nil)
 		if timedOut {
 			x.timedOut = true

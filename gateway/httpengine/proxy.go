@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-gw/sluice/gateway/config"
@@ -285,8 +286,8 @@ var errUpstreamTimeout = errors.New("gateway: upstream timeout")
 // fail answers a failed round trip: 400 or 408 when reading the client's
 // body failed, nothing (499 recorded) when the client went away, 504 when
 // the route's timeout passed, 502 otherwise; with the rate-limit headers of
-// the decision that admitted the request. A 5xx is logged at warn,
-// anything else at debug.
+// the decision that admitted the request. A gRPC call gets that status as
+// a gRPC one (writeGRPC). A 5xx is logged at warn, anything else at debug.
 func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r)
 	status, detail := http.StatusBadGateway, "The upstream could not be reached."
@@ -355,7 +356,8 @@ func (b *bodyReader) Close() error {
 }
 
 // roundTripper is the proxy's Transport: the upstream pool's, bounded by
-// the route's timeout until the answer's headers arrive, recording
+// the route's timeout until the answer's headers arrive (a gRPC call: by
+// its deadline until its end, roundTripGRPC), recording
 // sluice_upstream_duration_seconds and, for load shedding, the upstream's
 // latency (from the request's last byte written to the answer's first).
 type roundTripper struct{ p *proxy }
@@ -371,12 +373,9 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	start := time.Now()
 	ctx := req.Context()
-	var wrote, first time.Time
+	var lt latencyTrace
 	if p.up.Latency != nil {
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteRequest:         func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-			GotFirstResponseByte: func() { first = time.Now() },
-		})
+		ctx = lt.with(ctx)
 	}
 	var cancel context.CancelCauseFunc
 	var timer *time.Timer
@@ -390,13 +389,8 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.transport.RoundTrip(req)
 	timedOut := timer != nil && !timer.Stop()
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
-	if p.up.Latency != nil && !wrote.IsZero() {
-		switch {
-		case !first.IsZero():
-			p.up.Latency.Observe(p.table.ClientOf(&x.Req), first.Sub(wrote))
-		case timedOut:
-			p.up.Latency.Observe(p.table.ClientOf(&x.Req), time.Since(wrote))
-		}
+	if p.up.Latency != nil {
+		lt.observe(p, x, timedOut)
 	}
 	if timedOut {
 		x.timedOut = true
@@ -416,6 +410,37 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	}
 	return resp, nil
+}
+
+// latencyTrace records, for load shedding's latency signal, when the
+// request's last byte was written and the answer's first byte arrived, in
+// Unix nanoseconds (0: not yet); atomic, since an HTTP/2 transport writes
+// the request body from a goroutine of its own.
+type latencyTrace struct{ wrote, first atomic.Int64 }
+
+// with returns ctx tracing the round trip into lt.
+func (lt *latencyTrace) with(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { lt.wrote.Store(time.Now().UnixNano()) },
+		GotFirstResponseByte: func() { lt.first.Store(time.Now().UnixNano()) },
+	})
+}
+
+// observe feeds the upstream's latency signal once the round trip has
+// returned: from the request's end to the answer's first byte, or to now
+// when the route's timeout ended it. A request whose body was still being
+// sent (a stream) is not observed.
+func (lt *latencyTrace) observe(p *proxy, x *exchange, timedOut bool) {
+	wrote := lt.wrote.Load()
+	if wrote == 0 {
+		return
+	}
+	switch first := lt.first.Load(); {
+	case first != 0 && first >= wrote:
+		p.up.Latency.Observe(p.table.ClientOf(&x.Req), time.Duration(first-wrote))
+	case first == 0 && timedOut:
+		p.up.Latency.Observe(p.table.ClientOf(&x.Req), time.Since(time.Unix(0, wrote)))
+	}
 }
 
 // cancelBody releases the round trip's context once the body is closed.
