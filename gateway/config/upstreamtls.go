@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"net/netip"
 	"net/url"
@@ -151,4 +152,32 @@ func (w *yamlWriter) upstreamTLSEffective(r *Route) {
 	w.kv(3, "server_name", quote(t.ServerName))
 	w.kv(3, "cert_file", quote(t.CertFile))
 	w.kv(3, "key_file", quote(t.KeyFile))
+}
+
+// ClientConfig returns the TLS configuration a client of the upstream
+// uses: RootCAs from CAFile (nil, the system's, when empty), ServerName,
+// and the client certificate of CertFile and KeyFile, the files read now;
+// TLS 1.2 at least. Its error is a *[FileError] naming the field at fault
+// (ca_file, cert_file or key_file).
+func (t *UpstreamTLS) ClientConfig() (*tls.Config, error) {
+	tc := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pool, err := LoadCertPool(t.CAFile)
+		if err != nil {
+			var fe *FileError
+			if errors.As(err, &fe) {
+				err = &FileError{Field: "ca_file", Err: fe.Err}
+			}
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		pair, err := LoadKeyPair(Certificate{CertFile: t.CertFile, KeyFile: t.KeyFile})
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
 }

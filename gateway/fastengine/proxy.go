@@ -3,6 +3,7 @@ package fastengine
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,12 @@ type proxyConfig struct {
 	// ip resolves the client address for X-Real-IP and tells whether the
 	// peer is a trusted proxy; nil trusts no proxy.
 	ip *httplimit.IPResolver
+	// tlsConfig is an https upstream's upstream_tls (nil: the default
+	// verification), which tlsKey names among the pools; tlsErr, when not
+	// nil, is why it could not be loaded: every request fails with it.
+	tlsConfig *tls.Config
+	tlsKey    string
+	tlsErr    error
 }
 
 // proxyHandler forwards requests to one route's upstream over a pool of
@@ -104,7 +111,7 @@ type proxyHandler struct {
 func newProxyHandler(c proxyConfig, ups *upstreams, m *metrics.Metrics, log *slog.Logger) *proxyHandler {
 	h := &proxyHandler{c: c, tls: c.target.Scheme == "https", metrics: m, log: log}
 	h.addr = hostPort(c.target)
-	h.client = ups.client(h.addr, h.tls)
+	h.client = ups.client(h.addr, h.tls, c.tlsConfig, c.tlsKey)
 	return h
 }
 
@@ -258,6 +265,10 @@ func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request) []byte {
 // 408 (bodyReader). It returns the status of a request whose client went
 // away (499), else 0.
 func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, x *exchange, res *httplimit.Result) {
+	if h.c.tlsErr != nil {
+		h.fail(ctx, x, res, upstreamFailed(h.c.tlsErr))
+		return
+	}
 	if up := upgradeOf(&ctx.Request.Header); up != "" {
 		h.serveUpgrade(ctx, x, res, up)
 		return

@@ -77,36 +77,14 @@ func (t *transports) of(up *core.Upstream) (*http.Transport, error) {
 	}
 	tr.Protocols = &protos
 	if config.SchemeTLS(scheme) && up.TLS != nil {
-		tc, err := upstreamTLSConfig(up.TLS)
+		tc, err := up.TLS.ClientConfig()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("upstream_tls.%w", err)
 		}
 		tr.TLSClientConfig = tc
 	}
 	t.by[key] = tr
 	return tr, nil
-}
-
-// upstreamTLSConfig returns the client TLS configuration of ut: RootCAs
-// from ca_file (the system's when empty), ServerName, and the client
-// certificate of cert_file and key_file.
-func upstreamTLSConfig(ut *config.UpstreamTLS) (*tls.Config, error) {
-	tc := &tls.Config{ServerName: ut.ServerName, MinVersion: tls.VersionTLS12}
-	if ut.CAFile != "" {
-		pool, err := config.LoadCertPool(ut.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("upstream_tls.ca_file: %w", err)
-		}
-		tc.RootCAs = pool
-	}
-	if ut.CertFile != "" {
-		pair, err := config.LoadKeyPair(config.Certificate{CertFile: ut.CertFile, KeyFile: ut.KeyFile})
-		if err != nil {
-			return nil, fmt.Errorf("upstream_tls: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
 }
 
 // wireScheme is the URL scheme net/http's Transport takes for an upstream
