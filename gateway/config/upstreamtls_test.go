@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,39 @@ func TestHTTP2UpstreamUnreachable(t *testing.T) {
 		w := c.Warnings().Error()
 		if got := strings.Contains(w, "HTTP/2-only") && strings.Contains(w, "505"); got != tt.warn {
 			t.Errorf("%s, h2c %v: warned %v, want %v (%q)", tt.upstream, tt.h2c, got, tt.warn, w)
+		}
+	}
+}
+
+// TestUpstreamTLSClientConfig: the client configuration carries the CA
+// pool, the server name and the client certificate; a file that cannot be
+// loaded is a *FileError naming its field.
+func TestUpstreamTLSClientConfig(t *testing.T) {
+	tlsFixtures(t)
+	in := func(name string) string { return filepath.Join(tlsDir, name) }
+	tc, err := (&UpstreamTLS{CAFile: in("ca.pem"), ServerName: "api.example", CertFile: in("cert.pem"), KeyFile: in("key.pem")}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.RootCAs == nil || tc.ServerName != "api.example" || len(tc.Certificates) != 1 {
+		t.Errorf("ClientConfig = RootCAs %v, ServerName %q, %d certificates", tc.RootCAs != nil, tc.ServerName, len(tc.Certificates))
+	}
+	if tc, err := (&UpstreamTLS{}).ClientConfig(); err != nil || tc.RootCAs != nil || len(tc.Certificates) != 0 {
+		t.Errorf("empty upstream_tls: %v, %v", tc, err)
+	}
+	for _, tt := range []struct {
+		ut    UpstreamTLS
+		field string
+	}{
+		{UpstreamTLS{CAFile: in("missing.pem")}, "ca_file"},
+		{UpstreamTLS{CAFile: in("not-pem.txt")}, "ca_file"},
+		{UpstreamTLS{CertFile: in("cert.pem"), KeyFile: in("other-key.pem")}, "key_file"},
+		{UpstreamTLS{CertFile: in("missing.pem"), KeyFile: in("key.pem")}, "cert_file"},
+	} {
+		_, err := tt.ut.ClientConfig()
+		var fe *FileError
+		if !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Errorf("%+v: error %v, want a FileError of %s", tt.ut, err, tt.field)
 		}
 	}
 }
