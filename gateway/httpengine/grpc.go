@@ -159,6 +159,18 @@ func grpcEndTrailers(w http.ResponseWriter, x *exchange) {
 	x.Req.SetStatus(status)
 }
 
+// deadlineSlack is how close to a call's deadline an upstream failure is
+// taken for the deadline's passing: the upstream, sent what was left of
+// the deadline, ends the call (resetting its stream, as grpc-go does) at
+// the same moment as the gateway's own timer, and either may be seen first.
+const deadlineSlack = time.Millisecond
+
+// pastDeadline reports whether x, a gRPC call, has a deadline that has
+// passed, or is within deadlineSlack of it.
+func (x *exchange) pastDeadline() bool {
+	return !x.deadline.IsZero() && time.Until(x.deadline) < deadlineSlack
+}
+
 // grpcBody is the upstream's answer body of a gRPC call, read until the
 // call's deadline: when a read fails because the deadline passed or the
 // upstream failed (not because the client went away), it records the
@@ -184,6 +196,8 @@ func (b *grpcBody) Read(p []byte) (int, error) {
 		b.x.grpcEnd = http.StatusGatewayTimeout
 	case b.x.r.Context().Err() != nil:
 		return n, err // the client went away: the stream is reset
+	case b.x.pastDeadline():
+		b.x.grpcEnd = http.StatusGatewayTimeout
 	default:
 		b.x.grpcEnd = http.StatusBadGateway
 	}
@@ -219,7 +233,7 @@ func (rt roundTripper) roundTripGRPC(req *http.Request, x *exchange) (*http.Resp
 	}
 	resp, err := p.transport.RoundTrip(req.WithContext(ctx))
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
-	timedOut := err != nil && context.Cause(ctx) == errUpstreamTimeout
+	timedOut := err != nil && (context.Cause(ctx) == errUpstreamTimeout || req.Context().Err() == nil && x.pastDeadline())
 	if p.up.Latency != nil {
 		lt.observe(p, x, timedOut)
 	}
