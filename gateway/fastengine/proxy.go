@@ -3,6 +3,7 @@ package fastengine
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +83,12 @@ type proxyConfig struct {
 	// pool is the route's targets in the core (core.Upstream.Pool); nil
 	// forwards to target alone (tests).
 	pool *core.Pool
+	// tlsConfig is an https upstream's upstream_tls (nil: the default
+	// verification), which tlsKey names among the pools; tlsErr, when not
+	// nil, is why it could not be loaded: every request fails with it.
+	tlsConfig *tls.Config
+	tlsKey    string
+	tlsErr    error
 }
 
 // proxyHandler forwards requests to one route's upstream over a pool of
@@ -117,7 +124,7 @@ func newProxyHandler(c proxyConfig, ups *upstreams, m *metrics.Metrics, log *slo
 	h := &proxyHandler{c: c, metrics: m, log: log}
 	add := func(u *url.URL, ct *core.Target) {
 		tg := target{url: u, tls: u.Scheme == "https", addr: hostPort(u), core: ct}
-		tg.client = ups.client(tg.addr, tg.tls)
+		tg.client = ups.client(tg.addr, tg.tls, c.tlsConfig, c.tlsKey)
 		h.targets = append(h.targets, tg)
 	}
 	if c.pool == nil {
@@ -324,6 +331,10 @@ func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request, u *url.URL)
 // 408 (bodyReader). It returns the status of a request whose client went
 // away (499), else 0.
 func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, x *exchange, res *httplimit.Result) {
+	if h.c.tlsErr != nil {
+		h.fail(ctx, x, res, upstreamFailed(h.c.tlsErr))
+		return
+	}
 	if up := upgradeOf(&ctx.Request.Header); up != "" {
 		h.serveUpgrade(ctx, x, res, up)
 		return

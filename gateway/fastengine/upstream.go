@@ -30,11 +30,13 @@ func newUpstreams() *upstreams {
 	return &upstreams{clients: make(map[string]*fasthttp.HostClient)}
 }
 
-// client returns the pool for addr (host:port), over TLS when tls is set.
-func (u *upstreams) client(addr string, tls bool) *fasthttp.HostClient {
+// client returns the pool for addr (host:port), over TLS when isTLS is
+// set, with conf (nil: the default verification against the system's
+// roots), which confKey names among the pools.
+func (u *upstreams) client(addr string, isTLS bool, conf *tls.Config, confKey string) *fasthttp.HostClient {
 	key := addr
-	if tls {
-		key = "tls " + addr
+	if isTLS {
+		key = "tls " + addr + "\x00" + confKey
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -42,9 +44,10 @@ func (u *upstreams) client(addr string, tls bool) *fasthttp.HostClient {
 		return c
 	}
 	c := &fasthttp.HostClient{
-		Addr:  addr,
-		IsTLS: tls,
-		Dial:  func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
+		Addr:      addr,
+		IsTLS:     isTLS,
+		TLSConfig: conf,
+		Dial:      func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
 		// The gateway's own path rules decide which paths pass; the
 		// upstream gets the escaped path as received, never a cleaned one.
 		DisablePathNormalizing:   true,
@@ -138,8 +141,14 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *
 		return
 	}
 	if tg.tls {
-		host, _, _ := net.SplitHostPort(tg.addr)
-		conn = tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+		conf := &tls.Config{MinVersion: tls.VersionTLS12}
+		if h.c.tlsConfig != nil {
+			conf = h.c.tlsConfig.Clone()
+		}
+		if conf.ServerName == "" {
+			conf.ServerName, _, _ = net.SplitHostPort(tg.addr)
+		}
+		conn = tls.Client(conn, conf)
 	}
 	out := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(out)
