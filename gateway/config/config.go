@@ -369,7 +369,10 @@ type Route struct {
 	// forward_auth routes take none and are never shed.
 	Priority string `yaml:"priority"`
 	// Timeout is the upstream answer deadline; past it the client gets 504.
-	// Upstream routes only. Default 30s.
+	// For a gRPC request it bounds the whole call, streams included, and
+	// the shorter of it and the client's grpc-timeout is sent upstream;
+	// past it the call ends with DEADLINE_EXCEEDED (docs/operations.md,
+	// "gRPC"). Upstream routes only. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
 	// PreserveHost forwards the client's Host header instead of the
 	// upstream's host. Upstream routes only. Default false.

@@ -128,6 +128,7 @@ func (w *yamlWriter) route(r Route) {
 		w.kv(2, "strip_prefix", strconv.Itoa(r.StripPrefix))
 		w.kv(2, "timeout", duration(r.Timeout))
 		w.kv(2, "preserve_host", strconv.FormatBool(r.PreserveHost))
+		w.upstreamTLSEffective(&r)
 	default:
 		w.line(2, "respond:")
 		w.kv(3, "status", strconv.Itoa(r.Respond.Status))

@@ -44,9 +44,9 @@ func Load(path string, lookup func(string) (string, bool)) (*Config, error) {
 }
 
 // Parse parses data, the content of the configuration file filename (used
-// in messages, and as the directory that server.tls's relative paths are
-// resolved against), validates it, applies defaults ([ApplyDefaults]) and
-// compiles its policies. On success the Config is ready for a gateway.
+// in messages, and as the directory that the relative paths of server.tls
+// and of routes' upstream_tls are resolved against), validates it, applies
+// defaults ([ApplyDefaults]) and compiles its policies. On success the Config is ready for a gateway.
 //
 // The YAML is decoded strictly: unknown fields and values of the wrong type
 // are errors. Anchors, aliases and merge keys ("<<: *base") work. Before a
@@ -74,6 +74,7 @@ func Parse(filename string, data []byte, lookup func(string) (string, bool)) (*C
 	if c.Server.TLS != nil {
 		c.Server.TLS.resolvePaths(filepath.Dir(filename))
 	}
+	resolveUpstreamTLS(c, filepath.Dir(filename))
 
 	v := &validator{file: filename, pos: d.pos, parent: d.parent, bad: d.bad, blank: d.blank}
 	v.explicitZeros(c)

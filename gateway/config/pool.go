@@ -70,7 +70,10 @@ type HealthCheck struct {
 
 // UpstreamTLS is a route's `upstream_tls`: how sluice verifies and
 // authenticates itself to an upstream over TLS (https:// and h2://
-// upstreams and pool targets).
+// upstreams and pool targets; refused on a route whose upstream is http://
+// or h2c://, which is spoken to in cleartext). A relative path is relative
+// to the configuration file's directory, as server.tls's are. The files
+// are read when the configuration is loaded and on every reload.
 type UpstreamTLS struct {
 	// CAFile is a PEM file of the authorities the upstream's certificate
 	// is verified against; empty means the system's roots.

@@ -556,6 +556,7 @@ func (v *validator) route(c *Config, i int, compiled map[string]*ratelimit.Polic
 	if r.Proxied() && (r.Timeout < 0 || r.Timeout == 0 && v.given(p+".timeout", true)) {
 		v.errf(p+".timeout", "must be a positive duration, got %v", r.Timeout)
 	}
+	v.upstreamTLS(c, p, r)
 	if r.StripPrefix < 0 {
 		v.errf(p+".strip_prefix", "must be 0 or more path segments, got %d", r.StripPrefix)
 	}
@@ -741,7 +742,9 @@ func checkPathPattern(s string) error {
 	return nil
 }
 
-// checkUpstream checks an upstream URL. Its messages quote the URL with any
+// checkUpstream checks an upstream URL (a route's upstream, a pool's
+// target): http, https, h2c or h2, a host, an optional port and base path,
+// no credentials, query or fragment. Its messages quote the URL with any
 // password redacted.
 func checkUpstream(s string) error {
 	u, err := url.Parse(s)
@@ -750,8 +753,8 @@ func checkUpstream(s string) error {
 		return fmt.Errorf("upstream %q is not a valid URL: %v", q, unwrapURLError(err))
 	}
 	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("upstream %q must be an http:// or https:// URL", q)
+	case u.Scheme != SchemeHTTP && u.Scheme != SchemeHTTPS && u.Scheme != SchemeH2C && u.Scheme != SchemeH2:
+		return fmt.Errorf("upstream %q must be an http://, https://, h2c:// or h2:// URL", q)
 	case u.Host == "" || u.Hostname() == "":
 		return fmt.Errorf("upstream %q has no host", q)
 	case u.User != nil:

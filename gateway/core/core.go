@@ -29,6 +29,7 @@ const (
 	statusNotFound           = 404
 	statusTooManyRequests    = 429
 	statusServiceUnavailable = 503
+	statusHTTPVersion        = 505
 	// StatusClientClosed is the status recorded for a request whose client
 	// went away before its answer (nginx's 499); it is never sent.
 	StatusClientClosed = 499
@@ -116,6 +117,10 @@ func (rt *Route) ID() string { return rt.id }
 // Index returns the route's position in its table (Table.Routes).
 func (rt *Route) Index() int { return rt.index }
 
+// ForwardAuth reports whether the route is a forward_auth route, whose
+// answers are verdicts for a proxy, never the original request's.
+func (rt *Route) ForwardAuth() bool { return rt.fwd != nil }
+
 // Upstream returns a proxy route's upstream, nil for other routes.
 func (rt *Route) Upstream() *Upstream { return rt.upstream }
 
@@ -132,6 +137,12 @@ type Upstream struct {
 	StripPrefix  int
 	PreserveHost bool
 	Timeout      time.Duration
+	// HTTP2: the upstream (every target of its pool) speaks HTTP/2 only
+	// (h2c:// or h2://), which an engine forwards to only when it calls
+	// Request.SetHTTP2Upstreams.
+	HTTP2 bool
+	// TLS is the route's upstream_tls, nil for none.
+	TLS *config.UpstreamTLS
 	// Latency is the latency signal of a pool of one target (a route's
 	// upstream), which the proxy feeds, as Pool.Targets()[0].Latency; nil
 	// when load shedding does not read it, and for a pool of several
@@ -222,7 +233,8 @@ func (t *Table) buildRoute(rc *config.Route, o Options) (*Route, error) {
 			return nil, err
 		}
 		tg := pool.Targets()
-		rt.upstream = &Upstream{Target: tg[0].URL, StripPrefix: rc.StripPrefix, PreserveHost: rc.PreserveHost, Timeout: rc.Timeout, Pool: pool}
+		rt.upstream = &Upstream{Target: tg[0].URL, StripPrefix: rc.StripPrefix, PreserveHost: rc.PreserveHost, Timeout: rc.Timeout, Pool: pool,
+			HTTP2: config.SchemeHTTP2(tg[0].URL.Scheme), TLS: rc.UpstreamTLS}
 		if len(tg) == 1 {
 			rt.upstream.Latency = tg[0].Latency
 		}
@@ -428,8 +440,11 @@ func (x *Exchange) Clear() {
 
 // Decide decides the request x holds: its target and query are parsed (a
 // malformed one is answered 400), the routes are tried in order, and the
-// first that takes it decides it with its shedding and limits. It calls
-// the limits' Observe hook and holds a shape-mode delay before it returns.
+// first that takes it decides it with its shedding and limits. A route
+// whose upstream speaks HTTP/2 only answers 505, before its limits run,
+// a request whose engine cannot forward to it (Request.SetHTTP2Upstreams).
+// It calls the limits' Observe hook and holds a shape-mode delay before it
+// returns.
 func (t *Table) Decide(x *Exchange) Outcome {
 	r := &x.Req
 	if err := r.parseTarget(); err != nil {
@@ -454,6 +469,9 @@ func (t *Table) Decide(x *Exchange) Outcome {
 		}
 		r.span.Route(rt.id, rt.path, r.method)
 		if rt.fwd == nil {
+			if rt.upstream != nil && rt.upstream.HTTP2 && !r.http2Upstreams {
+				return Outcome{Route: rt, Status: statusHTTPVersion, Body: httplimit.ProblemBody(statusHTTPVersion, http2Only)}
+			}
 			return rt.decide(r, r, &x.res)
 		}
 		if out, ok := rt.decideForward(x); ok {
@@ -475,6 +493,10 @@ func (t *Table) Decide(x *Exchange) Outcome {
 	}
 	return problem(statusNotFound, detail)
 }
+
+// http2Only is the detail of the 505 that a request the engine serving it
+// cannot forward to its route's HTTP/2-only upstream gets.
+const http2Only = "This route's upstream speaks HTTP/2 only: send the request over HTTP/2 (h2c, prior knowledge) or HTTPS."
 
 // cleartext answers a request of the cleartext listener that rt (nil:
 // none) would take, under server.tls.plaintext redirect or refuse: a 308

@@ -62,6 +62,9 @@ type Request struct {
 	// certificate, nil without one.
 	secure bool
 	cert   *x509.Certificate
+	// http2Upstreams: the engine serving r forwards to HTTP/2-only
+	// (h2c:// and h2://) upstreams.
+	http2Upstreams bool
 }
 
 // Reset makes r the view of a new request: its wire, method, Host header,
@@ -78,6 +81,12 @@ func (r *Request) Reset(w Wire, method string, host, target []byte, peer netip.A
 // SetTLS records that r came over TLS, with cert the client's verified
 // certificate (nil when it sent none). An engine calls it after Reset.
 func (r *Request) SetTLS(cert *x509.Certificate) { r.secure, r.cert = true, cert }
+
+// SetHTTP2Upstreams records that the engine serving r can forward it to an
+// HTTP/2-only upstream (h2c:// or h2://); without it, a route with such an
+// upstream answers r 505 before its limits run. An engine calls it after
+// Reset.
+func (r *Request) SetHTTP2Upstreams() { r.http2Upstreams = true }
 
 // Secure reports whether r came over TLS.
 func (r *Request) Secure() bool { return r.secure }

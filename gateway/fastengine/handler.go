@@ -1,6 +1,7 @@
 package fastengine
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,11 +67,19 @@ func NewHandler(t *core.Table, cfg *config.Config, o HandlerOptions) *Handler {
 		if up == nil {
 			continue
 		}
-		ph := newProxyHandler(proxyConfig{
+		pc := proxyConfig{
 			route: rt.ID(), target: up.Target, stripPrefix: up.StripPrefix,
-			preserveHost: up.PreserveHost, timeout: up.Timeout, ip: t.IP(),
-		}, h.ups, h.metrics, h.log)
-		ph.latency, ph.table, ph.panics = up.Latency, t, h.panics
+			preserveHost: up.PreserveHost, timeout: up.Timeout, ip: t.IP(), pool: up.Pool,
+		}
+		if ut := up.TLS; ut != nil && config.SchemeTLS(up.Target.Scheme) {
+			pc.tlsKey = ut.CAFile + "\x00" + ut.ServerName + "\x00" + ut.CertFile + "\x00" + ut.KeyFile
+			if pc.tlsConfig, pc.tlsErr = ut.ClientConfig(); pc.tlsErr != nil {
+				pc.tlsErr = fmt.Errorf("upstream_tls.%w", pc.tlsErr)
+				h.log.Error("upstream TLS configuration not loaded: the route's requests fail with 502", "route", rt.ID(), "error", pc.tlsErr)
+			}
+		}
+		ph := newProxyHandler(pc, h.ups, h.metrics, h.log)
+		ph.table, ph.panics = t, h.panics
 		h.proxies[i] = ph
 	}
 	return h

@@ -42,6 +42,6 @@ func BenchmarkOutbound(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		req.Header.CopyTo(&out)
-		h.outbound(&ctx, x, &out, "")
+		h.outbound(&ctx, x, &out, "", &h.targets[0])
 	}
 }

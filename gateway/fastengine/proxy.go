@@ -3,6 +3,7 @@ package fastengine
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -79,33 +80,98 @@ type proxyConfig struct {
 	// ip resolves the client address for X-Real-IP and tells whether the
 	// peer is a trusted proxy; nil trusts no proxy.
 	ip *httplimit.IPResolver
+	// pool is the route's targets in the core (core.Upstream.Pool); nil
+	// forwards to target alone (tests).
+	pool *core.Pool
+	// tlsConfig is an https upstream's upstream_tls (nil: the default
+	// verification), which tlsKey names among the pools; tlsErr, when not
+	// nil, is why it could not be loaded: every request fails with it.
+	tlsConfig *tls.Config
+	tlsKey    string
+	tlsErr    error
 }
 
 // proxyHandler forwards requests to one route's upstream over a pool of
 // keep-alive connections (upstreams). It is safe for concurrent use.
 type proxyHandler struct {
-	c       proxyConfig
-	client  *fasthttp.HostClient
-	tls     bool
-	addr    string // the upstream's host:port, for Upgrade's own connection
+	c proxyConfig
+	// targets are the route's upstream targets, by core.Target index
+	// (one for an `upstream:` route).
+	targets []target
 	metrics *metrics.Metrics
 	log     *slog.Logger
-	// latency is the upstream's latency signal load shedding reads; nil
-	// when nothing reads it. table names a request's client for it.
-	latency *core.LatencySignal
-	table   *core.Table
+	// table names a request's client for the targets' latency signals.
+	table *core.Table
 	// panics records a panic in the goroutines a request starts and in
 	// the streaming of its answer.
 	panics *core.Panics
 }
 
+// target is one upstream target of a route with its connection pool.
+type target struct {
+	url    *url.URL
+	client *fasthttp.HostClient
+	tls    bool
+	addr   string // host:port, for Upgrade's own connection
+	// core is the core's view of the target (its balancing, health and
+	// latency signal); nil in tests that build a proxyHandler bare.
+	core *core.Target
+}
+
 // newProxyHandler builds the reverse proxy of one route on the gateway's
-// upstream connection pools.
+// upstream connection pools: one target, c.target, or each of c.pool's.
 func newProxyHandler(c proxyConfig, ups *upstreams, m *metrics.Metrics, log *slog.Logger) *proxyHandler {
-	h := &proxyHandler{c: c, tls: c.target.Scheme == "https", metrics: m, log: log}
-	h.addr = hostPort(c.target)
-	h.client = ups.client(h.addr, h.tls)
+	h := &proxyHandler{c: c, metrics: m, log: log}
+	add := func(u *url.URL, ct *core.Target) {
+		tg := target{url: u, tls: u.Scheme == "https", addr: hostPort(u), core: ct}
+		tg.client = ups.client(tg.addr, tg.tls, c.tlsConfig, c.tlsKey)
+		h.targets = append(h.targets, tg)
+	}
+	if c.pool == nil {
+		add(c.target, nil)
+		return h
+	}
+	for _, ct := range c.pool.Targets() {
+		add(ct.URL, ct)
+	}
 	return h
+}
+
+// pick returns the target a request tries after those tried (bit i for
+// target i), nil when every target was tried.
+func (h *proxyHandler) pick(r *core.Request, tried uint64) *target {
+	if h.c.pool == nil {
+		if tried != 0 {
+			return nil
+		}
+		return &h.targets[0]
+	}
+	t := h.c.pool.Pick(r, tried)
+	if t == nil {
+		return nil
+	}
+	return &h.targets[t.Index()]
+}
+
+// latency returns tg's latency signal, nil when nothing reads it.
+func (tg *target) latency() *core.LatencySignal {
+	if tg.core == nil {
+		return nil
+	}
+	return tg.core.Latency
+}
+
+// acquire and release count a request on tg in the core's view.
+func (tg *target) acquire() {
+	if tg.core != nil {
+		tg.core.Acquire()
+	}
+}
+
+func (tg *target) release(o core.TargetOutcome) {
+	if tg.core != nil {
+		tg.core.Release(o)
+	}
 }
 
 // hostPort returns u's host with the scheme's default port when it has none.
@@ -176,7 +242,7 @@ func connectionListed(dst []string, values [][]byte) []string {
 // the hop-by-hop ones dropped, the X-Forwarded-* and client address headers
 // of docs/semantics.md §4.4, the upstream's Host (or the client's under
 // preserve_host) and the path joined to the upstream's base path.
-func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasthttp.RequestHeader, upgrade string) {
+func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasthttp.RequestHeader, upgrade string, tg *target) {
 	r := &x.Req
 	// Most requests carry none of the headers replaced or dropped below:
 	// one pass finds those present, and only they are read and deleted
@@ -236,19 +302,26 @@ func (h *proxyHandler) outbound(ctx *fasthttp.RequestCtx, x *exchange, oh *fasth
 	for _, v := range forwarded {
 		oh.AddBytesV("Forwarded", v)
 	}
-	up := core.Upstream{Target: h.c.target, PreserveHost: h.c.preserveHost}
-	oh.Set("Host", up.Host(r))
 	if s := r.Span(); s.On() {
 		injectTrace(oh, s)
 	}
-	x.buf = h.appendRequestURI(x.buf[:0], r)
+	h.aim(oh, x, tg)
+}
+
+// aim points the request headers oh at tg: its Host (or the client's under
+// preserve_host) and the request-target joined to its base path.
+func (h *proxyHandler) aim(oh *fasthttp.RequestHeader, x *exchange, tg *target) {
+	r := &x.Req
+	up := core.Upstream{Target: tg.url, PreserveHost: h.c.preserveHost}
+	oh.Set("Host", up.Host(r))
+	x.buf = h.appendRequestURI(x.buf[:0], r, tg.url)
 	oh.SetRequestURIBytes(x.buf)
 }
 
-// appendRequestURI appends the target sent upstream for r to dst
+// appendRequestURI appends the target sent upstream to u for r to dst
 // (core.Upstream.AppendRequestURI).
-func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request) []byte {
-	up := core.Upstream{Target: h.c.target, StripPrefix: h.c.stripPrefix}
+func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request, u *url.URL) []byte {
+	up := core.Upstream{Target: u, StripPrefix: h.c.stripPrefix}
 	return up.AppendRequestURI(dst, r)
 }
 
@@ -258,6 +331,10 @@ func (h *proxyHandler) appendRequestURI(dst []byte, r *core.Request) []byte {
 // 408 (bodyReader). It returns the status of a request whose client went
 // away (499), else 0.
 func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, x *exchange, res *httplimit.Result) {
+	if h.c.tlsErr != nil {
+		h.fail(ctx, x, res, upstreamFailed(h.c.tlsErr))
+		return
+	}
 	if up := upgradeOf(&ctx.Request.Header); up != "" {
 		h.serveUpgrade(ctx, x, res, up)
 		return
@@ -267,27 +344,68 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, x *exchange, res *httplim
 	// (The engine keeps the client's Connection: close from before the
 	// handler; TestConnectionFate.)
 	oh := &ctx.Request.Header
-	h.outbound(ctx, x, oh, "")
+	tg := h.pick(&x.Req, 0)
+	h.outbound(ctx, x, oh, "", tg)
 	var body *bodyReader
 	cl := oh.ContentLength()
 	if cl != 0 && ctx.Request.IsBodyStream() {
 		body = newBodyReader(ctx.RequestBodyStream(), ctx, cl)
 		defer body.release()
 	}
-	var client uint64
-	if h.latency != nil {
-		client = h.table.ClientOf(&x.Req)
+	// A request that reached no byte of a target (its connection refused,
+	// say) is tried on another, at most retries times: only a GET, HEAD
+	// or OPTIONS without a body. It was decided once, and keeps its
+	// leases throughout.
+	retries := 0
+	if h.c.pool != nil && body == nil && idempotent(oh) {
+		retries = h.c.pool.Retries()
 	}
-	ub, err := h.roundTrip(oh, &ctx.Response, body, cl, client)
-	if err != nil {
-		h.fail(ctx, x, res, err)
+	var tried uint64
+	for attempt := 0; ; attempt++ {
+		var client uint64
+		lat := tg.latency()
+		if lat != nil {
+			client = h.table.ClientOf(&x.Req)
+		}
+		tg.acquire()
+		ub, reached, err := h.roundTrip(tg, oh, &ctx.Response, body, cl, client, lat)
+		if err != nil {
+			outcome := core.TargetFailed
+			if !reached {
+				outcome = core.TargetConnFailed
+			}
+			tg.release(outcome)
+			if !reached && attempt < retries {
+				tried |= 1 << tg.core.Index()
+				if next := h.pick(&x.Req, tried); next != nil {
+					tg = next
+					h.aim(oh, x, tg)
+					continue
+				}
+			}
+			h.fail(ctx, x, res, err)
+			return
+		}
+		outcome := core.TargetOK
+		if ctx.Response.StatusCode() >= 500 {
+			outcome = core.TargetFailed
+		}
+		if ub != nil {
+			ub.lease = x.takeLease() // released when the streamed body ends
+			ub.panics = h.panics
+			ub.target, ub.outcome = tg, outcome // released when the body ends
+		} else {
+			tg.release(outcome)
+		}
+		h.answer(ctx, ub, res)
 		return
 	}
-	if ub != nil {
-		ub.lease = x.takeLease() // released when the streamed body ends
-		ub.panics = h.panics
-	}
-	h.answer(ctx, ub, res)
+}
+
+// idempotent reports whether a request may be tried on another target:
+// GET, HEAD and OPTIONS.
+func idempotent(oh *fasthttp.RequestHeader) bool {
+	return oh.IsGet() || oh.IsHead() || oh.IsOptions()
 }
 
 // roundTrip sends the request headers oh, with body (nil: none) of length
@@ -299,17 +417,17 @@ func (h *proxyHandler) serve(ctx *fasthttp.RequestCtx, x *exchange, res *httplim
 // without that bound (upstreamBody). The request headers are sent before
 // the body, so the upstream sees the request while the body is still
 // arriving.
-func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, client uint64) (*upstreamBody, error) {
+func (h *proxyHandler) roundTrip(tg *target, oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, client uint64, latency *core.LatencySignal) (ub *upstreamBody, reached bool, err error) {
 	start := time.Now()
 	wait := time.Duration(-1) // the upstream's latency; -1: not measured
 	var waitp *time.Duration
-	if h.latency != nil {
+	if latency != nil {
 		waitp = &wait
 	}
 	defer func() {
 		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
 		if wait >= 0 {
-			h.latency.Observe(client, wait)
+			latency.Observe(client, wait)
 		}
 	}()
 	var deadline time.Time
@@ -325,24 +443,24 @@ func (h *proxyHandler) roundTrip(oh *fasthttp.RequestHeader, resp *fasthttp.Resp
 			defer t.Stop()
 		}
 	}
-	ub, err := h.exchange(oh, resp, body, size, deadline, waitp)
-	if err != nil && body == nil && retryable(err) {
+	ub, reached, err = h.exchange(tg.client, oh, resp, body, size, deadline, waitp)
+	if err != nil && reached && body == nil && retryable(err) {
 		// A pooled connection the upstream had closed: once more, on
 		// another (a fresh one, once the pool's stale ones are gone).
 		wait = -1
-		ub, err = h.exchange(oh, resp, nil, 0, deadline, waitp)
+		ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp)
 	}
 	if err == nil {
-		return ub, nil
+		return ub, true, nil
 	}
 	if body != nil {
 		// The client's fault (or its leaving) is what the upstream request
 		// failed of, whatever error the connection reports.
 		if berr := body.failure(); berr != nil {
-			return nil, berr
+			return nil, true, berr
 		}
 	}
-	return nil, upstreamFailed(err)
+	return nil, reached, upstreamFailed(err)
 }
 
 // retryable reports whether err is a connection closed before any answer.
@@ -355,15 +473,17 @@ func retryable(err error) bool {
 // failure resp holds nothing of the upstream's. When latency is not nil,
 // it sets *latency to the time from the request's last byte written to the
 // response's first byte read, or to the deadline passing before it.
-func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time, latency *time.Duration) (*upstreamBody, error) {
-	hc := h.client
+//
+// reached is false when no connection to the upstream was had (refused,
+// or not connected in time): no byte of the request reached it.
+func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time, latency *time.Duration) (ub *upstreamBody, reached bool, err error) {
 	var wait time.Duration
 	if !deadline.IsZero() {
 		wait = time.Until(deadline)
 	}
 	cc, err := hc.AcquireConn(wait, false)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// A pooled connection keeps the deadline of its last request until it
 	// gets this one's (none: zero). A request with a body cannot be sent
@@ -373,14 +493,14 @@ func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Respo
 	for tries := 0; ; tries++ {
 		if err := cc.Conn().SetDeadline(deadline); err != nil {
 			hc.CloseConn(cc)
-			return nil, err
+			return nil, true, err
 		}
 		if body == nil || tries >= 4 || !peerClosed(cc.Conn()) {
 			break
 		}
 		hc.CloseConn(cc)
 		if cc, err = hc.AcquireConn(wait, false); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	conn := cc.Conn()
@@ -393,7 +513,7 @@ func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Respo
 	hc.ReleaseWriter(bw)
 	if err != nil {
 		hc.CloseConn(cc)
-		return nil, err
+		return nil, true, err
 	}
 	var written time.Time
 	if latency != nil {
@@ -422,7 +542,7 @@ func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Respo
 		clearResponse(resp)
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
-		return nil, err
+		return nil, true, err
 	}
 	if streamed != nil {
 		return &upstreamBody{r: streamed.BodyStream(), resp: streamed, release: func(reuse bool) {
@@ -432,7 +552,7 @@ func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Respo
 			} else {
 				hc.CloseConn(cc)
 			}
-		}}, nil
+		}}, true, nil
 	}
 	hc.ReleaseReader(br)
 	if resp.ConnectionClose() {
@@ -440,7 +560,7 @@ func (h *proxyHandler) exchange(oh *fasthttp.RequestHeader, resp *fasthttp.Respo
 	} else {
 		hc.ReleaseConn(cc)
 	}
-	return nil, nil
+	return nil, true, nil
 }
 
 // maxInterimResponses bounds the 1xx responses read before the final one.
@@ -673,6 +793,10 @@ type upstreamBody struct {
 	once    sync.Once
 	lease   core.Held    // the request's leases, released on Close
 	panics  *core.Panics // records a panic while the body streams
+	// target, when not nil, is the upstream target the body comes from,
+	// released with outcome on Close.
+	target  *target
+	outcome core.TargetOutcome
 }
 
 // errPanicked ends a streamed answer whose reading panicked: the engine
@@ -707,6 +831,9 @@ func (b *upstreamBody) Close() error {
 		b.release(reuse)
 		fasthttp.ReleaseResponse(b.resp)
 		b.lease.Release()
+		if b.target != nil {
+			b.target.release(b.outcome)
+		}
 	})
 	return nil
 }

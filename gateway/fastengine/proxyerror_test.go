@@ -62,7 +62,7 @@ func TestUpstreamFailuresCarryStatus(t *testing.T) {
 	out.Header.SetHost("up")
 	out.Header.SetRequestURI("/")
 	start := time.Now()
-	_, err = h.roundTrip(&out.Header, resp, nil, 0, 0)
+	_, _, err = h.roundTrip(&h.targets[0], &out.Header, resp, nil, 0, 0, nil)
 	pe, ok := errors.AsType[*proxyError](err)
 	if !ok || pe.Status != http.StatusGatewayTimeout {
 		t.Errorf("route timeout: error %#v, want a *proxyError with status 504", err)
@@ -99,7 +99,7 @@ func TestBodyReadErrorIs400(t *testing.T) {
 	out.Header.SetHost("up")
 	out.Header.SetRequestURI("/")
 	out.Header.SetMethod("POST")
-	if _, err := h.roundTrip(&out.Header, resp, b, -1, 0); err != b.failure() {
+	if _, _, err := h.roundTrip(&h.targets[0], &out.Header, resp, b, -1, 0, nil); err != b.failure() {
 		t.Errorf("roundTrip with a broken body = %v, want the body's error", err)
 	}
 }

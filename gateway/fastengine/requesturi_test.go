@@ -77,7 +77,7 @@ func TestAppendRequestURIJoinsPathAndQuery(t *testing.T) {
 		if !out.Forward || r.EscapedPath() != tt.escaped || r.RawQuery() != tt.query {
 			t.Fatalf("GET %s: forward %v, escaped path %q, query %q; want it forwarded as %q ? %q", reqTarget, out.Forward, r.EscapedPath(), r.RawQuery(), tt.escaped, tt.query)
 		}
-		if got := string(h.appendRequestURI([]byte("junk"), r)[4:]); got != tt.want {
+		if got := string(h.appendRequestURI([]byte("junk"), r, h.c.target)[4:]); got != tt.want {
 			t.Errorf("%s + %s?%s (strip %d) = %q, want %q", tt.upstream, tt.escaped, tt.query, tt.strip, got, tt.want)
 		}
 	}
@@ -122,7 +122,7 @@ func FuzzForwardedPath(f *testing.F) {
 		}
 		n := int(strip % 8)
 		h := &proxyHandler{c: proxyConfig{route: "fuzz", target: upstream, stripPrefix: n}}
-		sent := string(h.appendRequestURI(nil, &x.Req))
+		sent := string(h.appendRequestURI(nil, &x.Req, h.c.target))
 		raw, query, hasQuery := strings.Cut(sent, "?")
 		if want := base + "/" + strings.TrimPrefix(core.StripSegments(x.Req.EscapedPath(), n), "/"); raw != want {
 			t.Fatalf("%q with strip_prefix %d: path sent %q, want %q", target, n, raw, want)

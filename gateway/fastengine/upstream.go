@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
@@ -29,11 +30,13 @@ func newUpstreams() *upstreams {
 	return &upstreams{clients: make(map[string]*fasthttp.HostClient)}
 }
 
-// client returns the pool for addr (host:port), over TLS when tls is set.
-func (u *upstreams) client(addr string, tls bool) *fasthttp.HostClient {
+// client returns the pool for addr (host:port), over TLS when isTLS is
+// set, with conf (nil: the default verification against the system's
+// roots), which confKey names among the pools.
+func (u *upstreams) client(addr string, isTLS bool, conf *tls.Config, confKey string) *fasthttp.HostClient {
 	key := addr
-	if tls {
-		key = "tls " + addr
+	if isTLS {
+		key = "tls " + addr + "\x00" + confKey
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -41,9 +44,10 @@ func (u *upstreams) client(addr string, tls bool) *fasthttp.HostClient {
 		return c
 	}
 	c := &fasthttp.HostClient{
-		Addr:  addr,
-		IsTLS: tls,
-		Dial:  func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
+		Addr:      addr,
+		IsTLS:     isTLS,
+		TLSConfig: conf,
+		Dial:      func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
 		// The gateway's own path rules decide which paths pass; the
 		// upstream gets the escaped path as received, never a cleaned one.
 		DisablePathNormalizing:   true,
@@ -119,24 +123,41 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *
 	} else {
 		deadline = start.Add(dialTimeout)
 	}
-	conn, err := net.DialTimeout("tcp", h.addr, time.Until(deadline))
+	tg := h.pick(&x.Req, 0)
+	tg.acquire()
+	// The target counts the request until its answer ends, or, upgraded,
+	// until the tunnel closes.
+	outcome, tunnelled := core.TargetOK, false
+	defer func() {
+		if !tunnelled {
+			tg.release(outcome)
+		}
+	}()
+	conn, err := net.DialTimeout("tcp", tg.addr, time.Until(deadline))
 	if err != nil {
+		outcome = core.TargetConnFailed
 		h.metrics.UpstreamDuration(h.c.route, time.Since(start))
 		h.fail(ctx, x, res, upstreamFailed(err))
 		return
 	}
-	if h.tls {
-		host, _, _ := net.SplitHostPort(h.addr)
-		conn = tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+	if tg.tls {
+		conf := &tls.Config{MinVersion: tls.VersionTLS12}
+		if h.c.tlsConfig != nil {
+			conf = h.c.tlsConfig.Clone()
+		}
+		if conf.ServerName == "" {
+			conf.ServerName, _, _ = net.SplitHostPort(tg.addr)
+		}
+		conn = tls.Client(conn, conf)
 	}
 	out := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(out)
 	// A copy: the client's request stays as it came (its connection's fate
 	// included) when the upstream does not switch.
 	ctx.Request.Header.CopyTo(&out.Header)
-	h.outbound(ctx, x, &out.Header, protocol)
+	h.outbound(ctx, x, &out.Header, protocol, tg)
 	out.UseHostHeader = true
-	if h.tls {
+	if tg.tls {
 		out.URI().SetScheme("https")
 	}
 	conn.SetDeadline(deadline) //nolint:errcheck // a failed deadline fails the exchange below
@@ -183,7 +204,9 @@ func (h *proxyHandler) serveUpgrade(ctx *fasthttp.RequestCtx, x *exchange, res *
 	ctx.HijackSetNoResponse(true)
 	lease := x.takeLease() // held while the connections are piped
 	hdr := &ctx.Request.Header
+	tunnelled = true
 	ctx.Hijack(func(client net.Conn) {
+		defer tg.release(core.TargetOK)
 		defer lease.Release()
 		defer conn.Close()
 		if !h.panics.Guard(metrics.DoorGateway, func() { h.tunnel(client, conn, head, buffered, hdr) }) {

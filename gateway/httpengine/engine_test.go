@@ -129,8 +129,16 @@ store: {type: memory}
 		t.Fatal(err)
 	}
 	g := gatewaytest.New(t, cfg, gateway.Deps{})
-	srv := gatewaytest.Start(t, g)
-	f := &fixture{srv: srv, up: up, clients: map[string]*http.Client{}, bases: map[string]string{}, pool: pool}
+	f := clientsFor(t, gatewaytest.Start(t, g), pool)
+	f.up = up
+	return f
+}
+
+// clientsFor returns the fixture of srv, whose HTTPS certificate pool
+// trusts, with a client per protocol.
+func clientsFor(t *testing.T, srv *gateway.Server, pool *x509.CertPool) *fixture {
+	t.Helper()
+	f := &fixture{srv: srv, clients: map[string]*http.Client{}, bases: map[string]string{}, pool: pool}
 	clear := "http://" + srv.Addr().String()
 	secure := "https://" + srv.TLSAddr().String()
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

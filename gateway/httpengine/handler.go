@@ -88,6 +88,15 @@ type exchange struct {
 	bodyErr error
 	// timedOut: the route's timeout passed before the upstream answered.
 	timedOut bool
+	// grpc: the request is a gRPC call (core.IsGRPC), whose answers the
+	// gateway makes are gRPC ones; not for a forward_auth route's.
+	grpc bool
+	// deadline is a gRPC call's deadline (the shorter of its grpc-timeout
+	// and the route's timeout), zero for none.
+	deadline time.Time
+	// grpcEnd, when not 0, is the status a gRPC call whose answer had begun
+	// ended with (504: its deadline passed; 502: the upstream failed).
+	grpcEnd int
 }
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
@@ -139,6 +148,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.r = r
 	now := time.Now()
 	x.Req.Reset(x, r.Method, bytesOf(r.Host), bytesOf(r.RequestURI), peerOf(r.RemoteAddr))
+	x.Req.SetHTTP2Upstreams()
+	x.grpc = core.IsGRPC(r.Header.Get("Content-Type"))
 	if r.TLS != nil {
 		x.Req.SetTLS(clientCert(r))
 	}
@@ -202,9 +213,12 @@ func (h *Handler) serveRecovering(w *statusWriter, x *exchange) (route string, g
 			h.panics.Record(door, v)
 			x.Req.SetStatus(0)
 			route = ""
-			if w.status == 0 {
+			switch {
+			case w.status == 0 && x.grpc && !x.Forwarded():
+				writeGRPC(w, x, http.StatusInternalServerError, "The gateway failed to answer this request.", nil, 0)
+			case w.status == 0:
 				writeProblem(w, http.StatusInternalServerError, "The gateway failed to answer this request.")
-			} else {
+			default:
 				w.status = http.StatusInternalServerError
 				panic(http.ErrAbortHandler)
 			}
@@ -213,6 +227,7 @@ func (h *Handler) serveRecovering(w *statusWriter, x *exchange) (route string, g
 	out := h.decide(x)
 	if out.Route != nil {
 		route = out.Route.ID()
+		x.grpc = x.grpc && !out.Route.ForwardAuth()
 	}
 	x.lease = out.Lease
 	defer func() {
@@ -227,6 +242,8 @@ func (h *Handler) serveRecovering(w *statusWriter, x *exchange) (route string, g
 		if x.Req.Status() == core.StatusClientClosed {
 			return route, true
 		}
+	case x.grpc:
+		writeGRPCOutcome(w, x, &out)
 	default:
 		writeOutcome(w, x.r, &out)
 	}
@@ -235,8 +252,8 @@ func (h *Handler) serveRecovering(w *statusWriter, x *exchange) (route string, g
 
 // decide checks what the engine itself refuses (a header block over its
 // bound, an HTTP/1.1 Connection header that names a framing header, an
-// HTTP/2 Host that disagrees with :authority), then has the core decide
-// the request.
+// HTTP/2 Host that disagrees with :authority, a gRPC call's malformed
+// grpc-timeout), then has the core decide the request.
 func (h *Handler) decide(x *exchange) core.Outcome {
 	r := x.r
 	if n := headerBytes(r); n > h.maxHeaderBytes {
@@ -252,6 +269,11 @@ func (h *Handler) decide(x *exchange) core.Outcome {
 	if r.ProtoMajor == 2 {
 		if hosts := r.Header["Host"]; len(hosts) > 0 && (len(hosts) > 1 || hosts[0] != r.Host) {
 			return core.Problem(http.StatusBadRequest, "The request's Host header disagrees with its :authority.")
+		}
+	}
+	if x.grpc {
+		if v := r.Header.Values("Grpc-Timeout"); len(v) > 1 || len(v) == 1 && !validGRPCTimeout(v[0]) {
+			return core.Problem(http.StatusBadRequest, "The call's grpc-timeout is malformed (1 to 8 digits and a unit: H, M, S, m, u or n).")
 		}
 	}
 	return h.table.Decide(&x.Exchange)

@@ -4,17 +4,21 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/gateway/metrics"
@@ -25,7 +29,8 @@ import (
 const dialTimeout = 10 * time.Second
 
 // transports holds one keep-alive connection pool (an http.Transport) per
-// upstream scheme and address, shared by the routes of one gateway.
+// upstream scheme, address and upstream_tls, shared by the routes of one
+// gateway.
 type transports struct {
 	mu sync.Mutex
 	by map[string]*http.Transport
@@ -33,20 +38,25 @@ type transports struct {
 
 func newTransports() *transports { return &transports{by: make(map[string]*http.Transport)} }
 
-// of returns the pool for scheme://host.
-func (t *transports) of(scheme, host string) *http.Transport {
-	key := scheme + "://" + host
+// of returns the pool for up: HTTP/1.1 for http:// and https://, HTTP/2 by
+// prior knowledge for h2c://, HTTP/2 over TLS (ALPN h2, no HTTP/1.1) for
+// h2://; over TLS with up's upstream_tls (its authorities, server name and
+// client certificate, the files read now). Its error is a file of
+// upstream_tls that cannot be loaded.
+func (t *transports) of(up *core.Upstream, target *url.URL) (*http.Transport, error) {
+	scheme := target.Scheme
+	key := scheme + "://" + target.Host
+	if ut := up.TLS; ut != nil && config.SchemeTLS(scheme) {
+		key += "\x00" + ut.CAFile + "\x00" + ut.ServerName + "\x00" + ut.CertFile + "\x00" + ut.KeyFile
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tr := t.by[key]; tr != nil {
-		return tr
+		return tr, nil
 	}
 	tr := &http.Transport{
-		Proxy:       nil,
-		DialContext: (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		// Upstreams are spoken to in HTTP/1.1, as fastengine speaks to them.
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSHandshakeTimeout: dialTimeout,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 1024,
@@ -54,8 +64,40 @@ func (t *transports) of(scheme, host string) *http.Transport {
 		ReadBufferSize:      16 << 10,
 		WriteBufferSize:     16 << 10,
 	}
+	var protos http.Protocols
+	switch scheme {
+	case config.SchemeH2C:
+		protos.SetUnencryptedHTTP2(true)
+	case config.SchemeH2:
+		protos.SetHTTP2(true)
+	default:
+		// http:// and https:// upstreams are spoken to in HTTP/1.1, as
+		// fastengine speaks to them.
+		protos.SetHTTP1(true)
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	tr.Protocols = &protos
+	if config.SchemeTLS(scheme) && up.TLS != nil {
+		tc, err := up.TLS.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("upstream_tls.%w", err)
+		}
+		tr.TLSClientConfig = tc
+	}
 	t.by[key] = tr
-	return tr
+	return tr, nil
+}
+
+// wireScheme is the URL scheme net/http's Transport takes for an upstream
+// scheme: http for h2c, https for h2.
+func wireScheme(scheme string) string {
+	switch scheme {
+	case config.SchemeH2C:
+		return "http"
+	case config.SchemeH2:
+		return "https"
+	}
+	return scheme
 }
 
 // close closes every pool's idle connections.
@@ -71,23 +113,45 @@ func (t *transports) close() {
 // httputil.ReverseProxy, applying the forwarding rules of core/forward.go.
 // It is safe for concurrent use.
 type proxy struct {
-	route     string
-	up        *core.Upstream
-	table     *core.Table
-	transport *http.Transport
-	rp        *httputil.ReverseProxy
-	metrics   *metrics.Metrics
-	log       *slog.Logger
-	panics    *core.Panics
+	route string
+	up    *core.Upstream
+	table *core.Table
+	// targets are the upstream's targets, by core.Target index.
+	targets []ptarget
+	rp      *httputil.ReverseProxy
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	panics  *core.Panics
 }
 
 // exchangeKey is the request context's key of the exchange a proxied
 // request belongs to.
 type exchangeKey struct{}
 
+// ptarget is one target of a route's upstream with its connection pool.
+type ptarget struct {
+	url       *url.URL
+	transport *http.Transport
+	// setupErr, when not nil, is why the target's pool could not be built
+	// (an upstream_tls file): every request to it fails with it (502).
+	setupErr error
+	core     *core.Target
+}
+
+// acquire and release count a request on tg in the core's view.
+func (tg *ptarget) acquire()                     { tg.core.Acquire() }
+func (tg *ptarget) release(o core.TargetOutcome) { tg.core.Release(o) }
+
 func newProxy(route string, up *core.Upstream, t *core.Table, h *Handler) *proxy {
-	p := &proxy{route: route, up: up, table: t, transport: h.ups.of(up.Target.Scheme, up.Target.Host),
-		metrics: h.metrics, log: h.log, panics: h.panics}
+	p := &proxy{route: route, up: up, table: t, metrics: h.metrics, log: h.log, panics: h.panics}
+	for _, ct := range up.Pool.Targets() {
+		tg := ptarget{url: ct.URL, core: ct}
+		tg.transport, tg.setupErr = h.ups.of(up, ct.URL)
+		if tg.setupErr != nil {
+			h.log.Error("upstream TLS configuration not loaded: the route's requests fail with 502", "route", route, "error", tg.setupErr)
+		}
+		p.targets = append(p.targets, tg)
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      roundTripper{p},
@@ -106,8 +170,14 @@ func (p *proxy) serve(w http.ResponseWriter, x *exchange, res *httplimit.Result)
 		panichook.Hook("forward", x)
 	}
 	x.res = res
+	if x.grpc {
+		x.deadline = grpcDeadline(x.r, p.up.Timeout, time.Now())
+	}
 	r := x.r.WithContext(context.WithValue(x.r.Context(), exchangeKey{}, x))
 	p.rp.ServeHTTP(w, r)
+	if x.grpcEnd != 0 {
+		grpcEndTrailers(w, x)
+	}
 }
 
 // exchangeOf returns the exchange of a proxied request.
@@ -123,11 +193,6 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeOf(pr.In)
 	r := &x.Req
 	out := pr.Out
-	out.URL.Scheme, out.URL.Host = p.up.Target.Scheme, p.up.Target.Host
-	uri := string(p.up.AppendRequestURI(x.buf[:0], r))
-	out.URL.Path, out.URL.RawPath = "", ""
-	out.URL.Opaque, out.URL.RawQuery, _ = strings.Cut(uri, "?")
-	out.Host = p.up.Host(r)
 	hd := out.Header
 	if !upgradable(pr.In) {
 		hd.Del("Connection")
@@ -159,8 +224,18 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		hd.Del("Tracestate")
 		s.Inject(func(name, value string) { hd.Set(name, value) })
 	}
+	if x.grpc && !x.deadline.IsZero() {
+		hd["Grpc-Timeout"] = []string{formatGRPCTimeout(time.Until(x.deadline))}
+	}
 	if out.Body != nil && out.Body != http.NoBody {
-		out.Body = &bodyReader{r: out.Body, x: x}
+		b := &bodyReader{r: out.Body, x: x}
+		if x.grpc && pr.In.ProtoMajor == 2 {
+			// A call's stream ends when the upstream's answer does: the
+			// transport closing this body then closes the client's stream,
+			// which ends a read waiting on the client's next message.
+			b.in = pr.In.Body
+		}
+		out.Body = b
 	}
 }
 
@@ -201,8 +276,8 @@ var errUpstreamTimeout = errors.New("gateway: upstream timeout")
 // fail answers a failed round trip: 400 or 408 when reading the client's
 // body failed, nothing (499 recorded) when the client went away, 504 when
 // the route's timeout passed, 502 otherwise; with the rate-limit headers of
-// the decision that admitted the request. A 5xx is logged at warn,
-// anything else at debug.
+// the decision that admitted the request. A gRPC call gets that status as
+// a gRPC one (writeGRPC). A 5xx is logged at warn, anything else at debug.
 func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r)
 	status, detail := http.StatusBadGateway, "The upstream could not be reached."
@@ -229,6 +304,10 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// replaced, so its connection or stream is ended.
 		panic(http.ErrAbortHandler)
 	}
+	if x.grpc {
+		writeGRPC(w, x, status, detail, x.res, 0)
+		return
+	}
 	setRateLimitHeaders(w.Header(), x.res)
 	writeProblem(w, status, detail)
 }
@@ -246,6 +325,9 @@ func isTimeout(err error) bool {
 type bodyReader struct {
 	r io.ReadCloser
 	x *exchange
+	// in, when not nil, is closed with the body: the client's own body,
+	// which r (ReverseProxy's wrapper, whose Close does nothing) reads.
+	in io.Closer
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
@@ -256,10 +338,16 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *bodyReader) Close() error { return b.r.Close() }
+func (b *bodyReader) Close() error {
+	if b.in != nil {
+		b.in.Close()
+	}
+	return b.r.Close()
+}
 
 // roundTripper is the proxy's Transport: the upstream pool's, bounded by
-// the route's timeout until the answer's headers arrive, recording
+// the route's timeout until the answer's headers arrive (a gRPC call: by
+// its deadline until its end, roundTripGRPC), recording
 // sluice_upstream_duration_seconds and, for load shedding, the upstream's
 // latency (from the request's last byte written to the answer's first).
 type roundTripper struct{ p *proxy }
@@ -267,14 +355,112 @@ type roundTripper struct{ p *proxy }
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := rt.p
 	x := exchangeOf(req)
+	// A request that reached no byte of a target (its connection refused,
+	// say) is tried on another, at most pool.retries times: only a GET,
+	// HEAD or OPTIONS without a body. It was decided once, and keeps its
+	// leases throughout.
+	retries := 0
+	if !x.grpc && (req.Body == nil || req.Body == http.NoBody) &&
+		(req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions) {
+		retries = p.up.Pool.Retries()
+	}
+	var tried uint64
+	var last error
+	for attempt := 0; ; attempt++ {
+		ct := p.up.Pool.Pick(&x.Req, tried)
+		if ct == nil {
+			return nil, last // every target was tried: the last one's failure
+		}
+		tg := &p.targets[ct.Index()]
+		if tg.setupErr != nil {
+			return nil, tg.setupErr
+		}
+		out := p.aim(req, x, tg)
+		tg.acquire()
+		var resp *http.Response
+		var err error
+		if x.grpc {
+			resp, err = rt.roundTripGRPC(out, x, tg)
+		} else {
+			resp, err = rt.roundTripOne(out, x, tg)
+		}
+		if err != nil {
+			if !unreached(err) {
+				tg.release(core.TargetFailed)
+				return nil, err
+			}
+			tg.release(core.TargetConnFailed)
+			tried |= 1 << ct.Index()
+			last = err
+			if attempt < retries {
+				continue
+			}
+			return nil, err
+		}
+		outcome := core.TargetOK
+		if resp.StatusCode >= 500 {
+			outcome = core.TargetFailed
+		}
+		resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { tg.release(outcome) }}
+		return resp, nil
+	}
+}
+
+// unreached reports whether a round trip failed before any byte of the
+// request reached the target: its connection could not be made.
+func unreached(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// aim returns a copy of req, the request sent upstream, pointed at tg: its
+// scheme and address, its Host (or the client's under preserve_host) and
+// the request-target joined to its base path.
+func (p *proxy) aim(req *http.Request, x *exchange, tg *ptarget) *http.Request {
+	r := &x.Req
+	up := core.Upstream{Target: tg.url, StripPrefix: p.up.StripPrefix, PreserveHost: p.up.PreserveHost}
+	out := *req
+	u := *req.URL
+	u.Scheme, u.Host = wireScheme(tg.url.Scheme), tg.url.Host
+	uri := string(up.AppendRequestURI(x.buf[:0], r))
+	u.Path, u.RawPath = "", ""
+	u.Opaque, u.RawQuery, _ = strings.Cut(uri, "?")
+	out.URL = &u
+	out.Host = up.Host(r)
+	return &out
+}
+
+// releaseBody calls release once the upstream's answer is closed (its
+// body read or dropped); a switched protocol's writes pass through.
+type releaseBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+func (b *releaseBody) Write(p []byte) (int, error) {
+	if w, ok := b.ReadCloser.(io.Writer); ok {
+		return w.Write(p)
+	}
+	return 0, errors.New("gateway: upstream body is not writable")
+}
+
+// roundTripOne is one attempt of RoundTrip on target tg, for a request
+// other than a gRPC call.
+func (rt roundTripper) roundTripOne(req *http.Request, x *exchange, tg *ptarget) (*http.Response, error) {
+	p := rt.p
 	start := time.Now()
 	ctx := req.Context()
-	var wrote, first time.Time
-	if p.up.Latency != nil {
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteRequest:         func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-			GotFirstResponseByte: func() { first = time.Now() },
-		})
+	var lt latencyTrace
+	lat := tg.core.Latency
+	if lat != nil {
+		ctx = lt.with(ctx)
 	}
 	var cancel context.CancelCauseFunc
 	var timer *time.Timer
@@ -285,16 +471,11 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ctx != req.Context() {
 		req = req.WithContext(ctx)
 	}
-	resp, err := p.transport.RoundTrip(req)
+	resp, err := tg.transport.RoundTrip(req)
 	timedOut := timer != nil && !timer.Stop()
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
-	if p.up.Latency != nil && !wrote.IsZero() {
-		switch {
-		case !first.IsZero():
-			p.up.Latency.Observe(p.table.ClientOf(&x.Req), first.Sub(wrote))
-		case timedOut:
-			p.up.Latency.Observe(p.table.ClientOf(&x.Req), time.Since(wrote))
-		}
+	if lat != nil {
+		lt.observe(p, x, lat, timedOut)
 	}
 	if timedOut {
 		x.timedOut = true
@@ -314,6 +495,37 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	}
 	return resp, nil
+}
+
+// latencyTrace records, for load shedding's latency signal, when the
+// request's last byte was written and the answer's first byte arrived, in
+// Unix nanoseconds (0: not yet); atomic, since an HTTP/2 transport writes
+// the request body from a goroutine of its own.
+type latencyTrace struct{ wrote, first atomic.Int64 }
+
+// with returns ctx tracing the round trip into lt.
+func (lt *latencyTrace) with(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest:         func(httptrace.WroteRequestInfo) { lt.wrote.Store(time.Now().UnixNano()) },
+		GotFirstResponseByte: func() { lt.first.Store(time.Now().UnixNano()) },
+	})
+}
+
+// observe feeds the upstream's latency signal once the round trip has
+// returned: from the request's end to the answer's first byte, or to now
+// when the route's timeout ended it. A request whose body was still being
+// sent (a stream) is not observed.
+func (lt *latencyTrace) observe(p *proxy, x *exchange, lat *core.LatencySignal, timedOut bool) {
+	wrote := lt.wrote.Load()
+	if wrote == 0 {
+		return
+	}
+	switch first := lt.first.Load(); {
+	case first != 0 && first >= wrote:
+		lat.Observe(p.table.ClientOf(&x.Req), time.Duration(first-wrote))
+	case first == 0 && timedOut:
+		lat.Observe(p.table.ClientOf(&x.Req), time.Since(time.Unix(0, wrote)))
+	}
 }
 
 // cancelBody releases the round trip's context once the body is closed.
