@@ -15,11 +15,13 @@ import (
 
 // TestPoolReceivedOnce: a request without a body that reached a pool's
 // target, which closed the connection without answering, is answered 502
-// and is not sent again unless it is a GET, HEAD or OPTIONS (which may
-// be sent once more on a new connection: a kept-alive connection the
-// target closed as the request went out looks the same), over HTTP/1.1
-// (the fast engine) and h2c (the HTTP/2 engine) alike (docs/operations.md,
-// "Upstream pools").
+// and is not sent again unless it is a GET, HEAD or OPTIONS. Those may be
+// sent again on other connections, at the latest on a new one (a
+// kept-alive connection the target closed as the request went out looks
+// the same): the fast engine (HTTP/1.1) sends one at most three times in
+// all, once more on a pooled connection and once on a new one; the HTTP/2
+// engine's transport (h2c here) sends one again only after a failure on a
+// reused connection (docs/operations.md, "Upstream pools").
 func TestPoolReceivedOnce(t *testing.T) {
 	var got atomic.Int64
 	addr := testkit.ServeConns(t, func(c net.Conn) {
@@ -51,7 +53,7 @@ routes:
 		for _, tc := range []struct {
 			method string
 			max    int64
-		}{{"DELETE", 1}, {"POST", 1}, {"PATCH", 1}, {"GET", 2}, {"HEAD", 2}} {
+		}{{"DELETE", 1}, {"POST", 1}, {"PATCH", 1}, {"GET", 3}, {"HEAD", 3}, {"OPTIONS", 3}} {
 			before := got.Load()
 			req, err := http.NewRequest(tc.method, p.base+"/x", nil)
 			if err != nil {
@@ -137,6 +139,112 @@ routes:
 					t.Errorf("GET %d after the kill (with %d idle connections to the killed target): %d, want 200 from the other target", i, open, resp.StatusCode)
 				}
 			}
+		})
+	}
+}
+
+// TestPoolDyingTarget: a target going away (its listener closed, each of
+// its kept-alive connections closed as the next request arrives on it,
+// unanswered) costs no GET a 502 while sluice holds several idle
+// connections to it: once a GET failed on two of them, it goes on a new
+// connection, which is refused, and is tried on the other target.
+func TestPoolDyingTarget(t *testing.T) {
+	for _, proto := range []string{"http1", "h2c"} {
+		t.Run(proto, func(t *testing.T) {
+			var dying atomic.Bool
+			var conns, closedUnanswered atomic.Int64
+			ln := testkit.Listen(t)
+			var wg sync.WaitGroup
+			t.Cleanup(wg.Wait)
+			t.Cleanup(func() { ln.Close() })
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					conns.Add(1)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							c.SetDeadline(time.Now().Add(20 * time.Second))
+							req, err := http.ReadRequest(br)
+							if err != nil {
+								return
+							}
+							io.Copy(io.Discard, req.Body)
+							if dying.Load() {
+								closedUnanswered.Add(1)
+								return
+							}
+							time.Sleep(3 * time.Millisecond)
+							if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\ndying"); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			live := newPoolUpstream(t)
+			server := `server: {listen: "127.0.0.1:0"}`
+			tr := &http.Transport{MaxIdleConnsPerHost: 16}
+			if proto == "h2c" {
+				server = `server: {listen: "127.0.0.1:0", http2: {h2c: true}}`
+				tr.Protocols = new(http.Protocols)
+				tr.Protocols.SetUnencryptedHTTP2(true)
+			}
+			defer tr.CloseIdleConnections()
+			cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			p := start(t, server+`
+admin: {listen: "127.0.0.1:0"}
+store: {type: memory}
+routes:
+  - id: pool
+    match: {path: /**}
+    pool:
+      targets: [http://`+ln.Addr().String()+`, `+live.url()+`]
+      retries: 1
+      passive: {failures: 0}
+`)
+			for range 5 {
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						resp, err := cl.Get(p.base + "/warm")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}()
+				}
+				wg.Wait()
+			}
+			if n := conns.Load(); n < 3 {
+				t.Fatalf("sluice opened %d connections to the target, want at least 3 for the test", n)
+			}
+			dying.Store(true)
+			ln.Close()
+			for i := range 6 {
+				resp, err := cl.Get(p.base + "/after")
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("GET %d while the target goes away (%d connections to it): %d, want 200 from the other target", i, conns.Load(), resp.StatusCode)
+				}
+			}
+			t.Logf("requests the dying target received and closed unanswered: %d", closedUnanswered.Load())
 		})
 	}
 }

@@ -435,6 +435,11 @@ routes:
 		t.Errorf("the clients saw %d transport errors: %q", len(errs), errs[:min(len(errs), 5)])
 	}
 	t.Logf("at the kill the upstream held %d requests; 5xx since: %d; answers %v", heldAtKill, count5xx(codes)-before5xx, codes)
+	for line := range strings.SplitSeq(p.logs.String(), "\n") {
+		if strings.Contains(line, "upstream request failed") {
+			t.Logf("sluice: %s", line)
+		}
+	}
 
 	// Started again on its port, it is back in rotation once its health
 	// check passes (and its passive ejection, if any, ended).

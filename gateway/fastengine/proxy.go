@@ -454,6 +454,14 @@ func (h *proxyHandler) roundTrip(tg *target, oh *fasthttp.RequestHeader, resp *f
 		// twice.
 		wait = -1
 		ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp, true)
+		if err != nil && reached && retryable(err) {
+			// Closed again: the upstream is closing its connections (it
+			// is going away). Once more, on a new connection, which an
+			// upstream that is gone refuses.
+			tg.client.CloseIdleConnections()
+			wait = -1
+			ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp, true)
+		}
 	}
 	if err == nil {
 		return ub, true, nil
