@@ -443,12 +443,25 @@ func (h *proxyHandler) roundTrip(tg *target, oh *fasthttp.RequestHeader, resp *f
 			defer t.Stop()
 		}
 	}
-	ub, reached, err = h.exchange(tg.client, oh, resp, body, size, deadline, waitp)
-	if err != nil && reached && body == nil && retryable(err) {
-		// A pooled connection the upstream had closed: once more, on
-		// another (a fresh one, once the pool's stale ones are gone).
+	ub, reached, err = h.exchange(tg.client, oh, resp, body, size, deadline, waitp, false)
+	if err != nil && reached && body == nil && idempotent(oh) && retryable(err) {
+		// A pooled connection the upstream had closed: a GET, HEAD or
+		// OPTIONS once more, on a pooled connection the upstream has not
+		// closed, or a new one (an upstream that went away closed all of
+		// them, and the new one is refused: no byte reached it, so the
+		// pool tries another target). Any other method may have reached
+		// the upstream, which may have acted on it: it is never sent
+		// twice.
 		wait = -1
-		ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp)
+		ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp, true)
+		if err != nil && reached && retryable(err) {
+			// Closed again: the upstream is closing its connections (it
+			// is going away). Once more, on a new connection, which an
+			// upstream that is gone refuses.
+			tg.client.CloseIdleConnections()
+			wait = -1
+			ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp, true)
+		}
 	}
 	if err == nil {
 		return ub, true, nil
@@ -476,7 +489,14 @@ func retryable(err error) bool {
 //
 // reached is false when no connection to the upstream was had (refused,
 // or not connected in time): no byte of the request reached it.
-func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time, latency *time.Duration) (ub *upstreamBody, reached bool, err error) {
+//
+// A pooled connection the upstream has closed is skipped (closed, and
+// another taken) before a request with a body is written, and, when again
+// is true (the request is sent again after its pooled connection turned
+// out closed), before any request: after four such connections in a row
+// again closes every idle connection of the pool, so that the request goes
+// on a new connection.
+func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time, latency *time.Duration, again bool) (ub *upstreamBody, reached bool, err error) {
 	var wait time.Duration
 	if !deadline.IsZero() {
 		wait = time.Until(deadline)
@@ -495,10 +515,13 @@ func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHea
 			hc.CloseConn(cc)
 			return nil, true, err
 		}
-		if body == nil || tries >= 4 || !peerClosed(cc.Conn()) {
+		if body == nil && !again || tries >= 4 || !peerClosed(cc.Conn()) {
 			break
 		}
 		hc.CloseConn(cc)
+		if again && tries == 3 {
+			hc.CloseIdleConnections()
+		}
 		if cc, err = hc.AcquireConn(wait, false); err != nil {
 			return nil, false, err
 		}

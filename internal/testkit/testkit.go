@@ -29,6 +29,26 @@ func Listen(tb testing.TB) net.Listener {
 	return ln
 }
 
+// ListenAgain returns a TCP listener on addr, a loopback address
+// ("127.0.0.1:port") a listener of the kit had, for a test that stops a
+// server and starts it again on the same port. It closes the listener at
+// tb's cleanup; closing it earlier is harmless. It ends the test when addr
+// is not on 127.0.0.1; it returns the error when the port cannot be bound
+// (another process may have taken it meanwhile).
+func ListenAgain(tb testing.TB, addr string) (net.Listener, error) {
+	tb.Helper()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host != "127.0.0.1" {
+		tb.Fatalf("testkit: listen again on %q: not a 127.0.0.1:port address", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { ln.Close() })
+	return ln, nil
+}
+
 // Serve calls serve in a goroutine with a fresh listener from [Listen] and
 // returns the listener's address ("127.0.0.1:port"). At tb's cleanup it
 // closes the listener and waits for serve to return, so serve must return

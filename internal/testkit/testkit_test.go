@@ -212,3 +212,55 @@ func TestClosedAddr(t *testing.T) {
 		t.Errorf("a dial to ClosedAddr's %s succeeded", addr)
 	}
 }
+
+// TestListenAgain: a port whose listener was closed is bound again on
+// the same address; an address off 127.0.0.1 ends the test.
+func TestListenAgain(t *testing.T) {
+	f := &fakeTB{TB: t}
+	ln := Listen(f)
+	addr := ln.Addr().String()
+	ln.Close()
+	again, err := ListenAgain(f, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Addr().String() != addr {
+		t.Fatalf("ListenAgain's address = %v, want %s", again.Addr(), addr)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	f.cleanup()
+	if !refused(t, addr) {
+		t.Errorf("%s accepts a connection after cleanup", addr)
+	}
+	g := &fatalTB{fakeTB: &fakeTB{TB: t}}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != errFatal {
+				panic(r)
+			}
+		}()
+		ListenAgain(g, "0.0.0.0:1")
+	}()
+	if !g.fatal {
+		t.Error("ListenAgain on 0.0.0.0 did not end the test")
+	}
+}
+
+// errFatal is what fatalTB's Fatalf panics with.
+var errFatal = errors.New("fatal")
+
+// fatalTB is a fakeTB whose Fatalf is recorded and ends the call with a
+// panic of errFatal in place of the test.
+type fatalTB struct {
+	*fakeTB
+	fatal bool
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.fatal = true
+	panic(errFatal)
+}

@@ -155,3 +155,99 @@ func TestParseSCGVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadBalancedURI: a route whose uri is lb://NAME becomes a route
+// with a pool whose one target is the placeholder ${LB_NAME} (its base
+// path appended), with a FILE:LINE note at the uri's line, in YAML and
+// .properties alike.
+func TestLoadBalancedURI(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, src string
+		// want are lines of the configuration, in order.
+		want []string
+		// notes are FILE:LINE prefixes and the variable each names.
+		notes [][2]string
+	}{
+		{
+			name: "yaml",
+			file: "application.yml",
+			src: `spring:
+  cloud:
+    gateway:
+      routes:
+      - id: orders
+        uri: lb://orders-service
+        predicates:
+        - Path=/orders/**
+        filters:
+        - PrefixPath=/v2
+      - id: static
+        uri: http://static:8080
+      - id: odd
+        uri: lb://Odd.Name-1:9000
+`,
+			want: []string{
+				`  - id: "orders"`,
+				`    # lb://orders-service: sluice has no service discovery; list the service's instances as targets, or set LB_ORDERS_SERVICE`,
+				`    pool:`,
+				`      balance: round_robin`,
+				`      targets: ["${LB_ORDERS_SERVICE}/v2"]`,
+				`  - id: "static"`,
+				`    upstream: "http://static:8080"`,
+				`  - id: "odd"`,
+				`      targets: ["${LB_ODD_NAME_1}"]`,
+			},
+			notes: [][2]string{{"application.yml:6:", "LB_ORDERS_SERVICE"}, {"application.yml:14:", "LB_ODD_NAME_1"}},
+		},
+		{
+			name: "properties",
+			file: "application.properties",
+			src: `# a comment
+spring.cloud.gateway.routes[0].id=users
+spring.cloud.gateway.routes[0].predicates[0]=Path=/users/**
+spring.cloud.gateway.routes[0].uri=lb://users
+spring.cloud.gateway.routes[1].id=pay
+spring.cloud.gateway.routes[1].uri=lb://pay_svc
+`,
+			want: []string{
+				`  - id: "users"`,
+				`      targets: ["${LB_USERS}"]`,
+				`  - id: "pay"`,
+				`      targets: ["${LB_PAY_SVC}"]`,
+			},
+			notes: [][2]string{{"application.properties:4:", "LB_USERS"}, {"application.properties:6:", "LB_PAY_SVC"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Translate([]File{{Name: tc.file, Data: []byte(tc.src)}}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest := res.Config
+			for _, line := range tc.want {
+				i := strings.Index(rest, "\n"+line+"\n")
+				if i < 0 {
+					t.Fatalf("no line %q in order in:\n%s", line, res.Config)
+				}
+				rest = rest[i+len(line)+1:]
+			}
+			if res.Complete() {
+				t.Error("a translation with lb:// placeholders is complete")
+			}
+			var lb []string
+			for _, n := range res.Notes {
+				if s := n.String(); strings.Contains(s, "lb://") {
+					lb = append(lb, s)
+				}
+			}
+			if len(lb) != len(tc.notes) {
+				t.Fatalf("lb notes %q, want %d", lb, len(tc.notes))
+			}
+			for i, want := range tc.notes {
+				if !strings.HasPrefix(lb[i], want[0]+" not translated: ") || !strings.Contains(lb[i], "${"+want[1]+"}") || !strings.Contains(lb[i], "set "+want[1]) {
+					t.Errorf("note %q, want at %s naming %s", lb[i], want[0], want[1])
+				}
+			}
+		})
+	}
+}

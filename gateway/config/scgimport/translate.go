@@ -127,9 +127,14 @@ type route struct {
 	headers  [][2]string
 	query    [][2]string
 	upstream string
-	strip    int
-	limits   []limit
-	comment  string
+	// lb is the service name of an SCG lb://NAME uri: the route forwards
+	// to a pool whose one target is the environment variable lbVar (a
+	// placeholder sluice check refuses until it is set or replaced), and
+	// upstream holds only the base path.
+	lb, lbVar string
+	strip     int
+	limits    []limit
+	comment   string
 }
 
 type limit struct {
@@ -450,6 +455,19 @@ func (t *translator) value(s string) string {
 	return b.String()
 }
 
+// lbVar is the environment variable that stands for the instances of
+// service name: LB_ and the name in upper case, every character other
+// than a letter or a digit written '_'.
+func lbVar(name string) string {
+	b := []byte("LB_" + strings.ToUpper(name))
+	for i := 3; i < len(b); i++ {
+		if c := b[i]; (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
 // envName is Spring Boot's environment variable for a property name:
 // upper case, '.' to '_', '-' removed.
 func envName(name string) string {
@@ -745,8 +763,8 @@ func (t *translator) translateRoute(i int, n *node, defaults []*node) {
 		t.note(uriNode, "route %s: uri %q is not an http(s) URL; route left out", id, raw)
 		drop = true
 	case u.Scheme == "lb":
-		t.note(uriNode, "route %s: %q is a load-balanced service name (sluice has no service discovery); forwarding to http://%s", id, raw, u.Host)
-		r.upstream = "http://" + u.Host
+		r.lb, r.lbVar = u.Host, lbVar(u.Hostname())
+		t.note(uriNode, "route %s: %q is a load-balanced service name (sluice has no service discovery): its pool's target is the placeholder ${%s}, which sluice check refuses while it is not set; list the service's instances as the pool's targets (http://host:port, one per instance), or set %s to one URL", id, raw, r.lbVar, r.lbVar)
 	case u.Scheme == "http" || u.Scheme == "https":
 		r.upstream = u.Scheme + "://" + u.Host
 	default:

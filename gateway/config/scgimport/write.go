@@ -111,7 +111,14 @@ func (t *translator) write() string {
 			}
 			w(3, "query: {%s}", strings.Join(qs, ", "))
 		}
-		w(2, "upstream: %s", lit(r.upstream))
+		if r.lb != "" {
+			w(2, "# lb://%s: sluice has no service discovery; list the service's instances as targets, or set %s", r.lb, r.lbVar)
+			w(2, "pool:")
+			w(3, "balance: round_robin")
+			w(3, "targets: [%s]", quote("${"+r.lbVar+"}"+strings.ReplaceAll(r.upstream, "$", "$$")))
+		} else {
+			w(2, "upstream: %s", lit(r.upstream))
+		}
 		if r.strip > 0 {
 			w(2, "strip_prefix: %d", r.strip)
 		}

@@ -73,10 +73,16 @@ func TestImportSCGGolden(t *testing.T) {
 }
 
 // checkTranslated runs what `sluice check` runs on a translated
-// configuration, with every environment variable it names set.
+// configuration, with every environment variable it names set: an LB_
+// placeholder of an lb:// service to a URL, any other to "secret".
 func checkTranslated(t *testing.T, data []byte) *config.Config {
 	t.Helper()
-	lookup := func(string) (string, bool) { return "secret", true }
+	lookup := func(name string) (string, bool) {
+		if strings.HasPrefix(name, "LB_") {
+			return "http://127.0.0.1:8080", true
+		}
+		return "secret", true
+	}
 	cfg, err := config.Parse("translated.yaml", data, lookup)
 	if err != nil {
 		t.Fatalf("sluice check refuses the translation:\n%v\n%s", err, data)
@@ -183,5 +189,36 @@ func TestImportSCGFileNames(t *testing.T) {
 				t.Errorf("stderr does not name %s and %q:\n%s", tc.name, tc.want, errOut)
 			}
 		})
+	}
+}
+
+// TestImportSCGLoadBalancedCheck: a translation with lb:// services is
+// refused by `sluice check` while its LB_ placeholders are not set, with
+// a message naming the variable at the pool's target, and accepted once
+// they are.
+func TestImportSCGLoadBalancedCheck(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), []string{"import", "scg", "testdata/importscg/lb-pool/application.yml"}, Env{Stdout: &out, Stderr: &errOut})
+	if code != exitPartial {
+		t.Fatalf("import: exit %d, %s", code, errOut.String())
+	}
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]string{}
+	lookup := func(name string) (string, bool) { v, ok := set[name]; return v, ok }
+	var stdout, stderr bytes.Buffer
+	code = Run(context.Background(), []string{"check", "--config", path}, Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: lookup})
+	msg := stdout.String() + stderr.String()
+	if code != exitError || !strings.Contains(msg, "pool.targets[0]") || !strings.Contains(msg, `"LB_ORDERS_SERVICE" is not set`) || !strings.Contains(msg, `"LB_CATALOG_SERVICE" is not set`) {
+		t.Fatalf("check without the placeholders set: exit %d, %s", code, msg)
+	}
+	set["LB_ORDERS_SERVICE"] = "http://10.0.0.11:8080"
+	set["LB_CATALOG_SERVICE"] = "https://catalog.internal:8443"
+	stdout.Reset()
+	stderr.Reset()
+	if code := Run(context.Background(), []string{"check", "--config", path}, Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: lookup}); code != exitOK {
+		t.Fatalf("check with the placeholders set: exit %d, %s%s", code, stdout.String(), stderr.String())
 	}
 }
