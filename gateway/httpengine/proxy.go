@@ -159,6 +159,7 @@ func newProxy(route string, up *core.Upstream, t *core.Table, h *Handler) *proxy
 		ErrorLog:       slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.fail,
+		BufferPool:     &copyBuffers,
 	}
 	return p
 }
@@ -553,3 +554,19 @@ func (b *cancelBody) Write(p []byte) (int, error) {
 type headerPeeker http.Header
 
 func (h headerPeeker) Peek(name string) []byte { return []byte(http.Header(h).Get(name)) }
+
+// copyBuffers are the buffers answers are copied through, shared by every
+// route's ReverseProxy (which would otherwise make a 32 KiB buffer per
+// answer).
+var copyBuffers bufferPool
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
