@@ -154,6 +154,12 @@ func (w *yamlWriter) upstreamTLSEffective(r *Route) {
 	w.kv(3, "key_file", quote(t.KeyFile))
 }
 
+// Key names t's settings among connection pools: two routes whose
+// upstream_tls have the same files and server name share a pool.
+func (t *UpstreamTLS) Key() string {
+	return t.CAFile + "\x00" + t.ServerName + "\x00" + t.CertFile + "\x00" + t.KeyFile
+}
+
 // ClientConfig returns the TLS configuration a client of the upstream
 // uses: RootCAs from CAFile (nil, the system's, when empty), ServerName,
 // and the client certificate of CertFile and KeyFile, the files read now;

@@ -72,7 +72,7 @@ func NewHandler(t *core.Table, cfg *config.Config, o HandlerOptions) *Handler {
 			preserveHost: up.PreserveHost, timeout: up.Timeout, ip: t.IP(), pool: up.Pool,
 		}
 		if ut := up.TLS; ut != nil && config.SchemeTLS(up.Target.Scheme) {
-			pc.tlsKey = ut.CAFile + "\x00" + ut.ServerName + "\x00" + ut.CertFile + "\x00" + ut.KeyFile
+			pc.tlsKey = ut.Key()
 			if pc.tlsConfig, pc.tlsErr = ut.ClientConfig(); pc.tlsErr != nil {
 				pc.tlsErr = fmt.Errorf("upstream_tls.%w", pc.tlsErr)
 				h.log.Error("upstream TLS configuration not loaded: the route's requests fail with 502", "route", rt.ID(), "error", pc.tlsErr)

@@ -232,7 +232,7 @@ func (rt roundTripper) roundTripGRPC(req *http.Request, x *exchange, tg *ptarget
 	if !x.deadline.IsZero() {
 		timer = time.AfterFunc(time.Until(x.deadline), func() { cancel(errUpstreamTimeout) })
 	}
-	resp, err := tg.transport.RoundTrip(req.WithContext(ctx))
+	resp, err := tg.transport.RoundTrip(p.aim(req, ctx, x, tg))
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
 	timedOut := err != nil && (context.Cause(ctx) == errUpstreamTimeout || req.Context().Err() == nil && x.pastDeadline())
 	if lat != nil {

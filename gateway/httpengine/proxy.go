@@ -47,7 +47,7 @@ func (t *transports) of(up *core.Upstream, target *url.URL) (*http.Transport, er
 	scheme := target.Scheme
 	key := scheme + "://" + target.Host
 	if ut := up.TLS; ut != nil && config.SchemeTLS(scheme) {
-		key += "\x00" + ut.CAFile + "\x00" + ut.ServerName + "\x00" + ut.CertFile + "\x00" + ut.KeyFile
+		key += "\x00" + ut.Key()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -376,14 +376,13 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		if tg.setupErr != nil {
 			return nil, tg.setupErr
 		}
-		out := p.aim(req, x, tg)
 		tg.acquire()
 		var resp *http.Response
 		var err error
 		if x.grpc {
-			resp, err = rt.roundTripGRPC(out, x, tg)
+			resp, err = rt.roundTripGRPC(req, x, tg)
 		} else {
-			resp, err = rt.roundTripOne(out, x, tg)
+			resp, err = rt.roundTripOne(req, x, tg)
 		}
 		if err != nil {
 			if !unreached(err) {
@@ -414,13 +413,14 @@ func unreached(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
-// aim returns a copy of req, the request sent upstream, pointed at tg: its
-// scheme and address, its Host (or the client's under preserve_host) and
-// the request-target joined to its base path.
-func (p *proxy) aim(req *http.Request, x *exchange, tg *ptarget) *http.Request {
+// aim returns a copy of req, the request sent upstream, with ctx, pointed
+// at tg: its scheme and address, its Host (or the client's under
+// preserve_host) and the request-target joined to its base path. req
+// stays as it was, for another attempt.
+func (p *proxy) aim(req *http.Request, ctx context.Context, x *exchange, tg *ptarget) *http.Request {
 	r := &x.Req
 	up := core.Upstream{Target: tg.url, StripPrefix: p.up.StripPrefix, PreserveHost: p.up.PreserveHost}
-	out := *req
+	out := req.WithContext(ctx)
 	u := *req.URL
 	u.Scheme, u.Host = wireScheme(tg.url.Scheme), tg.url.Host
 	uri := string(up.AppendRequestURI(x.buf[:0], r))
@@ -428,7 +428,7 @@ func (p *proxy) aim(req *http.Request, x *exchange, tg *ptarget) *http.Request {
 	u.Opaque, u.RawQuery, _ = strings.Cut(uri, "?")
 	out.URL = &u
 	out.Host = up.Host(r)
-	return &out
+	return out
 }
 
 // releaseBody calls release once the upstream's answer is closed (its
@@ -469,10 +469,7 @@ func (rt roundTripper) roundTripOne(req *http.Request, x *exchange, tg *ptarget)
 		ctx, cancel = context.WithCancelCause(ctx)
 		timer = time.AfterFunc(p.up.Timeout, func() { cancel(errUpstreamTimeout) })
 	}
-	if ctx != req.Context() {
-		req = req.WithContext(ctx)
-	}
-	resp, err := tg.transport.RoundTrip(req)
+	resp, err := tg.transport.RoundTrip(p.aim(req, ctx, x, tg))
 	timedOut := timer != nil && !timer.Stop()
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
 	if lat != nil {
