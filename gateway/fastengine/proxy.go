@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -24,6 +23,7 @@ import (
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
 	"github.com/sluice-gw/sluice/gateway/internal/tracing"
+	"github.com/sluice-gw/sluice/gateway/internal/upconn"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
 )
@@ -443,24 +443,21 @@ func (h *proxyHandler) roundTrip(tg *target, oh *fasthttp.RequestHeader, resp *f
 			defer t.Stop()
 		}
 	}
-	ub, reached, err = h.exchange(tg.client, oh, resp, body, size, deadline, waitp, false)
-	if err != nil && reached && body == nil && idempotent(oh) && retryable(err) {
-		// A pooled connection the upstream had closed: a GET, HEAD or
-		// OPTIONS once more, on a pooled connection the upstream has not
-		// closed, or a new one (an upstream that went away closed all of
-		// them, and the new one is refused: no byte reached it, so the
-		// pool tries another target). Any other method may have reached
-		// the upstream, which may have acted on it: it is never sent
-		// twice.
+	ub, reached, err = h.exchange(tg.client, oh, resp, body, size, start, deadline, waitp, false)
+	if err != nil && !reached && !dialFailed(err) && body == nil && idempotent(oh) {
+		// A pooled connection the upstream had closed before the request
+		// reached it (upconn.Reached): a GET, HEAD or OPTIONS once more, on
+		// a pooled connection found open, or a new one; then, when that
+		// one too was closed under it (the upstream is closing its
+		// connections), on a new connection, which an upstream that is
+		// gone refuses (and the pool tries another target). A request any
+		// byte of which reached the upstream is never sent again.
 		wait = -1
-		ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp, true)
-		if err != nil && reached && retryable(err) {
-			// Closed again: the upstream is closing its connections (it
-			// is going away). Once more, on a new connection, which an
-			// upstream that is gone refuses.
+		ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, start, deadline, waitp, true)
+		if err != nil && !reached && !dialFailed(err) {
 			tg.client.CloseIdleConnections()
 			wait = -1
-			ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, deadline, waitp, true)
+			ub, reached, err = h.exchange(tg.client, oh, resp, nil, 0, start, deadline, waitp, true)
 		}
 	}
 	if err == nil {
@@ -476,10 +473,23 @@ func (h *proxyHandler) roundTrip(tg *target, oh *fasthttp.RequestHeader, resp *f
 	return nil, reached, upstreamFailed(err)
 }
 
-// retryable reports whether err is a connection closed before any answer.
-func retryable(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+// idleCheck is how long a pooled connection lies idle before it is
+// looked at (upconn.Conn.PeerClosed) ahead of every request: an upstream
+// closes a connection it keeps alive after an idle timeout of its own.
+const idleCheck = 100 * time.Millisecond
+
+// dialFailed reports whether err is a connection to the upstream that
+// could not be made.
+func dialFailed(err error) bool {
+	var de *dialError
+	return errors.As(err, &de)
 }
+
+// dialError is a connection to the upstream that could not be made.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
 
 // exchange is one attempt of roundTrip on a connection of the upstream's
 // pool. It returns the response body to stream, nil when there is none. On
@@ -487,35 +497,41 @@ func retryable(err error) bool {
 // it sets *latency to the time from the request's last byte written to the
 // response's first byte read, or to the deadline passing before it.
 //
-// reached is false when no connection to the upstream was had (refused,
-// or not connected in time): no byte of the request reached it.
+// reached is false when no byte of the request reached the upstream
+// (upconn.Reached): no connection could be had (a dialError), or the one
+// taken was closed before the request arrived.
 //
 // A pooled connection the upstream has closed is skipped (closed, and
-// another taken) before a request with a body is written, and, when again
-// is true (the request is sent again after its pooled connection turned
-// out closed), before any request: after four such connections in a row
-// again closes every idle connection of the pool, so that the request goes
-// on a new connection.
-func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, deadline time.Time, latency *time.Duration, again bool) (ub *upstreamBody, reached bool, err error) {
+// another taken) before the request is written when it was found so: a
+// connection idle for longer than idleCheck is looked at (PeerClosed)
+// before any request, and every one before a request with a body (which
+// cannot be sent again: its body is a stream), or any other than a GET,
+// HEAD or OPTIONS, or when again is true (the request is sent again after
+// its pooled connection turned out closed). After four such connections
+// in a row again closes every idle connection of the pool, so that the
+// request goes on a new connection. now is the attempt's start.
+func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHeader, resp *fasthttp.Response, body *bodyReader, size int, now time.Time, deadline time.Time, latency *time.Duration, again bool) (ub *upstreamBody, reached bool, err error) {
 	var wait time.Duration
 	if !deadline.IsZero() {
 		wait = time.Until(deadline)
 	}
 	cc, err := hc.AcquireConn(wait, false)
 	if err != nil {
-		return nil, false, err
+		return nil, false, &dialError{err}
 	}
 	// A pooled connection keeps the deadline of its last request until it
-	// gets this one's (none: zero). A request with a body cannot be sent
-	// twice (its body is a stream), so a pooled connection the upstream has
-	// closed while idle is found out before it is used, not by the request
-	// failing on it: peerClosed reads only within the deadline.
+	// gets this one's (none: zero). peerClosed reads only within the
+	// deadline.
+	check := body != nil || again || !idempotent(oh)
+	nowNano := now.UnixNano()
+	var uc *upconn.Conn
 	for tries := 0; ; tries++ {
 		if err := cc.Conn().SetDeadline(deadline); err != nil {
 			hc.CloseConn(cc)
-			return nil, true, err
+			return nil, false, err
 		}
-		if body == nil && !again || tries >= 4 || !peerClosed(cc.Conn()) {
+		uc = upconn.Of(cc.Conn())
+		if uc == nil || tries >= 4 || !(check || uc.Idle(nowNano) > idleCheck) || !uc.PeerClosed() {
 			break
 		}
 		hc.CloseConn(cc)
@@ -523,10 +539,25 @@ func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHea
 			hc.CloseIdleConnections()
 		}
 		if cc, err = hc.AcquireConn(wait, false); err != nil {
-			return nil, false, err
+			return nil, false, &dialError{err}
 		}
 	}
 	conn := cc.Conn()
+	if tc, ok := conn.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+		// The handshake is no byte of the request.
+		if err := tc.Handshake(); err != nil {
+			hc.CloseConn(cc)
+			return nil, false, err
+		}
+	}
+	var mark upconn.Mark
+	if uc != nil {
+		mark = uc.Mark()
+	}
+	// sent reports whether the request reached the upstream, before its
+	// connection is closed (closing a TLS connection writes to it):
+	// without an upconn.Conn, true.
+	sent := func() bool { return uc == nil || uc.Reached(mark) }
 	bw := hc.AcquireWriter(conn)
 	var src io.Reader
 	if body != nil {
@@ -535,8 +566,9 @@ func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHea
 	err = writeRequest(bw, oh, src, size)
 	hc.ReleaseWriter(bw)
 	if err != nil {
+		reached = sent()
 		hc.CloseConn(cc)
-		return nil, true, err
+		return nil, reached, err
 	}
 	var written time.Time
 	if latency != nil {
@@ -564,8 +596,12 @@ func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHea
 	if err != nil {
 		clearResponse(resp)
 		hc.ReleaseReader(br)
+		reached = sent()
 		hc.CloseConn(cc)
-		return nil, true, err
+		return nil, reached, err
+	}
+	if uc != nil {
+		uc.Use(nowNano)
 	}
 	if streamed != nil {
 		return &upstreamBody{r: streamed.BodyStream(), resp: streamed, release: func(reuse bool) {

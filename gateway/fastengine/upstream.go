@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
+	"github.com/sluice-gw/sluice/gateway/internal/upconn"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
 )
@@ -47,7 +48,7 @@ func (u *upstreams) client(addr string, isTLS bool, conf *tls.Config, confKey st
 		Addr:      addr,
 		IsTLS:     isTLS,
 		TLSConfig: conf,
-		Dial:      func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, dialTimeout) },
+		Dial:      dialUpstream,
 		// The gateway's own path rules decide which paths pass; the
 		// upstream gets the escaped path as received, never a cleaned one.
 		DisablePathNormalizing:   true,
@@ -64,6 +65,19 @@ func (u *upstreams) client(addr string, isTLS bool, conf *tls.Config, confKey st
 	}
 	u.clients[key] = c
 	return c
+}
+
+// dialUpstream dials a connection of an upstream's pool, an upconn.Conn:
+// it tells whether a request reached the upstream.
+func dialUpstream(addr string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if uc := upconn.Wrap(c); uc != nil {
+		return uc, nil
+	}
+	return c, nil
 }
 
 // close closes every pool's idle connections.

@@ -66,25 +66,3 @@ func tcpConnOf(c net.Conn) *net.TCPConn {
 	}
 	return nil
 }
-
-// peerClosed reports whether the other end of an idle TCP connection has
-// closed or reset it, without reading from it (a non-blocking peek). It
-// reports false for a connection it cannot look into (TLS, say).
-func peerClosed(c net.Conn) bool {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	closed := false
-	var b [1]byte
-	rc.Read(func(fd uintptr) bool { //nolint:errcheck // the callback does all the work
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		closed = err == nil && n == 0 || err != nil && err != syscall.EAGAIN && err != syscall.EINTR
-		return true
-	})
-	return closed
-}

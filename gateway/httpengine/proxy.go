@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-gw/sluice/gateway/config"
 	"github.com/sluice-gw/sluice/gateway/core"
 	"github.com/sluice-gw/sluice/gateway/internal/panichook"
+	"github.com/sluice-gw/sluice/gateway/internal/upconn"
 	"github.com/sluice-gw/sluice/gateway/metrics"
 	"github.com/sluice-gw/sluice/httplimit"
 )
@@ -56,7 +57,7 @@ func (t *transports) of(up *core.Upstream, target *url.URL) (*http.Transport, er
 	}
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialUpstream,
 		TLSHandshakeTimeout: dialTimeout,
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 1024,
@@ -86,6 +87,22 @@ func (t *transports) of(up *core.Upstream, target *url.URL) (*http.Transport, er
 	}
 	t.by[key] = tr
 	return tr, nil
+}
+
+// upstreamDialer dials upstream connections.
+var upstreamDialer = &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+
+// dialUpstream dials a connection of an upstream's pool, an upconn.Conn:
+// it tells whether a request reached the upstream.
+func dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := upstreamDialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if uc := upconn.Wrap(c); uc != nil {
+		return uc, nil
+	}
+	return c, nil
 }
 
 // wireScheme is the URL scheme net/http's Transport takes for an upstream
@@ -132,6 +149,8 @@ type exchangeKey struct{}
 type ptarget struct {
 	url       *url.URL
 	transport *http.Transport
+	// multiplexed is set for an HTTP/2 upstream (h2c://, h2://).
+	multiplexed bool
 	// setupErr, when not nil, is why the target's pool could not be built
 	// (an upstream_tls file): every request to it fails with it (502).
 	setupErr error
@@ -145,7 +164,8 @@ func (tg *ptarget) release(o core.TargetOutcome) { tg.core.Release(o) }
 func newProxy(route string, up *core.Upstream, t *core.Table, h *Handler) *proxy {
 	p := &proxy{route: route, up: up, table: t, metrics: h.metrics, log: h.log, panics: h.panics}
 	for _, ct := range up.Pool.Targets() {
-		tg := ptarget{url: ct.URL, core: ct}
+		sch := ct.URL.Scheme
+		tg := ptarget{url: ct.URL, core: ct, multiplexed: sch == config.SchemeH2C || sch == config.SchemeH2}
 		tg.transport, tg.setupErr = h.ups.of(up, ct.URL)
 		if tg.setupErr != nil {
 			h.log.Error("upstream TLS configuration not loaded: the route's requests fail with 502", "route", route, "error", tg.setupErr)
@@ -379,13 +399,15 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		tg.acquire()
 		var resp *http.Response
 		var err error
+		var reached bool
 		if x.grpc {
 			resp, err = rt.roundTripGRPC(req, x, tg)
+			reached = err != nil && !unreached(err)
 		} else {
-			resp, err = rt.roundTripOne(req, x, tg)
+			resp, reached, err = rt.roundTripOne(req, x, tg)
 		}
 		if err != nil {
-			if !unreached(err) {
+			if reached {
 				tg.release(core.TargetFailed)
 				return nil, err
 			}
@@ -453,23 +475,26 @@ func (b *releaseBody) Write(p []byte) (int, error) {
 }
 
 // roundTripOne is one attempt of RoundTrip on target tg, for a request
-// other than a gRPC call.
-func (rt roundTripper) roundTripOne(req *http.Request, x *exchange, tg *ptarget) (*http.Response, error) {
+// other than a gRPC call. On failure, reached reports whether any byte of
+// the request reached the target (sendTrace).
+func (rt roundTripper) roundTripOne(req *http.Request, x *exchange, tg *ptarget) (resp *http.Response, reached bool, err error) {
 	p := rt.p
 	start := time.Now()
-	ctx := req.Context()
+	st := sendTrace{multiplexed: tg.multiplexed}
+	trace := &httptrace.ClientTrace{GotConn: st.gotConn}
 	var lt latencyTrace
 	lat := tg.core.Latency
 	if lat != nil {
-		ctx = lt.with(ctx)
+		lt.hook(trace)
 	}
+	ctx := httptrace.WithClientTrace(req.Context(), trace)
 	var cancel context.CancelCauseFunc
 	var timer *time.Timer
 	if p.up.Timeout > 0 {
 		ctx, cancel = context.WithCancelCause(ctx)
 		timer = time.AfterFunc(p.up.Timeout, func() { cancel(errUpstreamTimeout) })
 	}
-	resp, err := tg.transport.RoundTrip(p.aim(req, ctx, x, tg))
+	resp, err = tg.transport.RoundTrip(p.aim(req, ctx, x, tg))
 	timedOut := timer != nil && !timer.Stop()
 	p.metrics.UpstreamDuration(p.route, time.Since(start))
 	if lat != nil {
@@ -481,18 +506,81 @@ func (rt roundTripper) roundTripOne(req *http.Request, x *exchange, tg *ptarget)
 			resp.Body.Close()
 		}
 		cancel(nil)
-		return nil, errUpstreamTimeout
+		return nil, true, errUpstreamTimeout
 	}
 	if err != nil {
 		if cancel != nil {
 			cancel(nil)
 		}
-		return nil, err
+		sent := st.sent()
+		if sent && (st.reached || unreached(err)) {
+			err = &notResentError{err}
+		}
+		return nil, sent, err
 	}
 	if cancel != nil {
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	}
-	return resp, nil
+	return resp, true, nil
+}
+
+// sendTrace follows the connections net/http's Transport takes for one
+// attempt (httptrace's GotConn) and tells whether any byte of the request
+// reached the target (upconn.Conn.Reached). The Transport sends a GET
+// again on another connection when a kept-alive one failed after the GET
+// was written; once a byte reached the target, sendTrace refuses the
+// request on that other connection (upconn.Conn.Refuse), so it is never
+// sent twice. Over HTTP/2 (multiplexed), a request reached the target
+// once a connection was had: the Transport sends it again only on a
+// stream the target refused unprocessed (REFUSED_STREAM, GOAWAY).
+type sendTrace struct {
+	multiplexed bool
+	got         bool
+	reached     bool // on an earlier connection
+	uc          *upconn.Conn
+	mark        upconn.Mark
+}
+
+func (s *sendTrace) gotConn(info httptrace.GotConnInfo) {
+	s.got = true
+	if s.multiplexed {
+		return
+	}
+	if s.uc != nil && s.uc.Reached(s.mark) {
+		s.reached = true
+	}
+	uc := upconn.Of(info.Conn)
+	if uc != nil && s.reached {
+		uc.Refuse()
+	}
+	s.uc = uc
+	if uc != nil {
+		s.mark = uc.Mark()
+	}
+}
+
+// notResentError is the failure of a request the Transport tried again
+// after its connection failed once the request had reached the target:
+// err is what the second try (refused by sendTrace, or a connection the
+// target refused) came to.
+type notResentError struct{ err error }
+
+func (e *notResentError) Error() string {
+	return "the upstream closed the connection after the request reached it (not sent again): " + e.err.Error()
+}
+
+func (e *notResentError) Unwrap() error { return e.err }
+
+// sent reports, after a failed round trip, whether any byte of the
+// request reached the target.
+func (s *sendTrace) sent() bool {
+	switch {
+	case s.reached:
+		return true
+	case s.multiplexed || s.uc == nil:
+		return s.got
+	}
+	return s.uc.Reached(s.mark)
 }
 
 // latencyTrace records, for load shedding's latency signal, when the
@@ -503,10 +591,15 @@ type latencyTrace struct{ wrote, first atomic.Int64 }
 
 // with returns ctx tracing the round trip into lt.
 func (lt *latencyTrace) with(ctx context.Context) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest:         func(httptrace.WroteRequestInfo) { lt.wrote.Store(time.Now().UnixNano()) },
-		GotFirstResponseByte: func() { lt.first.Store(time.Now().UnixNano()) },
-	})
+	trace := &httptrace.ClientTrace{}
+	lt.hook(trace)
+	return httptrace.WithClientTrace(ctx, trace)
+}
+
+// hook sets trace's hooks to trace the round trip into lt.
+func (lt *latencyTrace) hook(trace *httptrace.ClientTrace) {
+	trace.WroteRequest = func(httptrace.WroteRequestInfo) { lt.wrote.Store(time.Now().UnixNano()) }
+	trace.GotFirstResponseByte = func() { lt.first.Store(time.Now().UnixNano()) }
 }
 
 // observe feeds the upstream's latency signal once the round trip has

@@ -51,12 +51,15 @@ var allowed = map[string][]string{
 		"gateway/internal/panichook", "gateway/internal/tracing"},
 	// The fasthttp engine: the one package that imports fasthttp.
 	"gateway/fastengine": {"httplimit", "gateway/metrics", "gateway/config", "gateway/core", "gateway/internal/panichook",
-		"gateway/internal/tracing", "gateway/internal/connlimit", "github.com/valyala/fasthttp"},
+		"gateway/internal/tracing", "gateway/internal/connlimit", "gateway/internal/upconn", "github.com/valyala/fasthttp"},
 	// The net/http engine: HTTPS (HTTP/1.1 and HTTP/2) and h2c.
 	"gateway/httpengine": {"httplimit", "gateway/metrics", "gateway/config", "gateway/core", "gateway/internal/panichook",
-		"gateway/internal/connlimit"},
+		"gateway/internal/connlimit", "gateway/internal/upconn"},
 	// The public listeners' connection bounds, shared by the engines.
 	"gateway/internal/connlimit": {"httplimit", "gateway/metrics", "gateway/config"},
+	// The engines' connections to upstream targets: whether a request
+	// reached its target (the pools' retry rule).
+	"gateway/internal/upconn": {},
 	// The active health checks of upstream pools' targets.
 	"gateway/internal/healthcheck": {"gateway/config", "gateway/core"},
 	// The panic tests' hook into the request path.
