@@ -146,3 +146,24 @@ func TestReached(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkRequestBookkeeping measures what a Conn adds to a request the
+// engines send on a kept-alive connection: the mark, one counted write's
+// bookkeeping, the idle test and the use noted (the write itself aside).
+func BenchmarkRequestBookkeeping(b *testing.B) {
+	c := &Conn{}
+	now := time.Now().UnixNano()
+	c.Use(now)
+	for b.Loop() {
+		if c.Idle(now) > time.Hour {
+			b.Fatal("idle")
+		}
+		m := c.Mark()
+		c.written.Add(64)
+		c.writes.Add(1)
+		if m.writes < 0 {
+			b.Fatal("mark")
+		}
+		c.Use(now)
+	}
+}
