@@ -100,25 +100,7 @@ routes:
       retries: 1
       passive: {failures: 0}
 `)
-			// Concurrent requests open several connections to each target,
-			// which sluice keeps idle once answered.
-			for range 5 {
-				var wg sync.WaitGroup
-				for range 8 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						resp, err := cl.Get(p.base + "/warm")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}()
-				}
-				wg.Wait()
-			}
+			warmPool(t, cl, p.base+"/warm")
 			dead.mu.Lock()
 			open := len(dead.conns)
 			dead.mu.Unlock()
@@ -228,23 +210,7 @@ routes:
       retries: 1
       passive: {failures: 0}
 `)
-			for range 5 {
-				var wg sync.WaitGroup
-				for range 8 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						resp, err := cl.Get(p.base + "/warm")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}()
-				}
-				wg.Wait()
-			}
+			warmPool(t, cl, p.base+"/warm")
 			opened := conns.Load()
 			if opened < 3 {
 				t.Fatalf("sluice opened %d connections to the target, want at least 3 for the test", opened)
@@ -297,5 +263,29 @@ routes:
 			}
 			t.Logf("%d GETs; the dying target read and closed %d unanswered (sluice had opened %d connections to it); answers %v", n, closedUnanswered.Load(), opened, codes)
 		})
+	}
+}
+
+// warmPool sends five rounds of eight concurrent GETs to url: they open
+// several connections to each target of the pool, which sluice keeps idle
+// once answered.
+func warmPool(t *testing.T, cl *http.Client, url string) {
+	t.Helper()
+	for range 5 {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := cl.Get(url)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}()
+		}
+		wg.Wait()
 	}
 }

@@ -543,8 +543,9 @@ func (h *proxyHandler) exchange(hc *fasthttp.HostClient, oh *fasthttp.RequestHea
 		}
 	}
 	conn := cc.Conn()
-	if tc, ok := conn.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
-		// The handshake is no byte of the request.
+	if tc, ok := conn.(*tls.Conn); ok {
+		// The handshake (done once per connection; after it, Handshake
+		// returns at once) is no byte of the request.
 		if err := tc.Handshake(); err != nil {
 			hc.CloseConn(cc)
 			return nil, false, err
